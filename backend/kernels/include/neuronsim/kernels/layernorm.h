@@ -1,0 +1,24 @@
+#pragma once
+// y = (x - mean(x)) / sqrt(var(x) + eps) * gamma + beta over the last dimension, rows tiled over
+// the 128 partitions. VectorE reduces and normalises, ScalarE computes sum((x - mean)^2) with its
+// accumulator and rsqrt in one activation, DMA queues double-buffer loads and stores.
+#include "neuronsim/device/isa.h"
+#include "neuronsim/device/params.h"
+#include "neuronsim/device/program.h"
+
+namespace neuronsim::kernels {
+
+struct LayerNormSpec {
+  uint32_t rows = 0, dim = 0;
+  device::DType dtype = device::DType::kBf16;  // x, gamma, beta and y
+  float eps = 1e-5f;
+};
+
+struct LayerNormAddresses {
+  uint64_t x = 0, gamma = 0, beta = 0, y = 0;
+};
+
+device::Program build_layernorm(const LayerNormSpec& spec, const LayerNormAddresses& addr,
+                                const device::CoreParams& core);
+
+}  // namespace neuronsim::kernels

@@ -1,0 +1,243 @@
+#include "neuronsim/device/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "neuronsim/device/errors.h"
+#include "presets_embedded.h"
+
+namespace neuronsim::device {
+namespace {
+
+bool is_leaf(const nlohmann::json& j) { return j.is_object() && j.contains("value"); }
+
+void collect_leaves(const nlohmann::json& node, const std::string& prefix,
+                    std::vector<std::string>& out) {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (prefix.empty() && it.key() == "preset") continue;  // descriptive header, not parameters
+    std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (is_leaf(*it)) {
+      out.push_back(path);
+    } else if (it->is_object()) {
+      collect_leaves(*it, path, out);
+    }
+  }
+}
+
+// Checks that every leaf is {"value": scalar, "source": string, ...}, naming the first offender.
+void check_shape(const nlohmann::json& node, const std::string& prefix, const std::string& origin) {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    if (prefix.empty() && it.key() == "preset") continue;
+    std::string path = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (!it->is_object()) {
+      throw ConfigError(fmt::format(
+          "{}: key '{}' must be an object {{\"value\": ..., \"source\": ...}} or a group", origin,
+          path));
+    }
+    if (is_leaf(*it)) {
+      const auto& v = (*it)["value"];
+      if (!(v.is_number() || v.is_boolean() || v.is_string())) {
+        throw ConfigError(fmt::format("{}: key '{}' has a value that is not a number, boolean "
+                                      "or string",
+                                      origin, path));
+      }
+      if (!it->contains("source") || !(*it)["source"].is_string()) {
+        throw ConfigError(fmt::format("{}: key '{}' has no \"source\" string", origin, path));
+      }
+    } else {
+      check_shape(*it, path, origin);
+    }
+  }
+}
+
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+Config::Config(nlohmann::json tree, std::string origin)
+    : tree_(std::move(tree)), origin_(std::move(origin)) {
+  if (!tree_.is_object()) throw ConfigError(origin_ + ": a preset must be a JSON object");
+  check_shape(tree_, "", origin_);
+  if (tree_.contains("preset") && tree_["preset"].contains("name") &&
+      tree_["preset"]["name"].is_string()) {
+    name_ = tree_["preset"]["name"].get<std::string>();
+  } else {
+    throw ConfigError(origin_ + ": missing \"preset\": {\"name\": ...}");
+  }
+}
+
+Config Config::parse(std::string_view json_text, const std::string& origin) {
+  nlohmann::json tree;
+  try {
+    tree = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(fmt::format("{}: not valid JSON: {}", origin, e.what()));
+  }
+  return Config(std::move(tree), origin);
+}
+
+Config Config::load(std::string_view name_or_path) {
+  for (const auto& p : embedded_presets()) {
+    if (p.name == name_or_path) return parse(p.json, std::string(p.name) + " (built-in preset)");
+  }
+  std::ifstream in{std::string(name_or_path)};
+  if (!in) {
+    std::string names;
+    for (const auto& n : builtin_names()) names += (names.empty() ? "" : ", ") + n;
+    throw ConfigError(fmt::format(
+        "unknown preset '{}': not a built-in preset ({}) and no such file", name_or_path, names));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), std::string(name_or_path));
+}
+
+std::vector<std::string> Config::builtin_names() {
+  std::vector<std::string> out;
+  for (const auto& p : embedded_presets()) out.emplace_back(p.name);
+  return out;
+}
+
+void Config::unknown_key(std::string_view path) const {
+  std::string best;
+  size_t best_d = 4;  // suggest only close names
+  for (const auto& k : keys()) {
+    size_t d = edit_distance(k, path);
+    if (d < best_d) best_d = d, best = k;
+  }
+  throw ConfigError(fmt::format("unknown configuration key '{}' in preset {}{}", path, name_,
+                                best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best)));
+}
+
+const nlohmann::json& Config::leaf(std::string_view path) const {
+  return *const_cast<Config*>(this)->find_leaf(path);
+}
+
+nlohmann::json* Config::find_leaf(std::string_view path) {
+  nlohmann::json* node = &tree_;
+  size_t start = 0;
+  while (true) {
+    size_t dot = path.find('.', start);
+    std::string part(path.substr(start, dot == std::string_view::npos ? path.npos : dot - start));
+    if (part.empty() || !node->is_object() || !node->contains(part)) unknown_key(path);
+    node = &(*node)[part];
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  if (!is_leaf(*node)) unknown_key(path);
+  return node;
+}
+
+bool Config::has(std::string_view path) const {
+  try {
+    leaf(path);
+    return true;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
+double Config::number(std::string_view path) const {
+  const auto& v = leaf(path)["value"];
+  if (!v.is_number()) throw ConfigError(fmt::format("configuration key '{}' is not a number", path));
+  return v.get<double>();
+}
+
+int64_t Config::integer(std::string_view path) const {
+  const auto& v = leaf(path)["value"];
+  if (!v.is_number_integer()) {
+    throw ConfigError(fmt::format("configuration key '{}' is not an integer", path));
+  }
+  return v.get<int64_t>();
+}
+
+bool Config::boolean(std::string_view path) const {
+  const auto& v = leaf(path)["value"];
+  if (!v.is_boolean()) {
+    throw ConfigError(fmt::format("configuration key '{}' is not a boolean", path));
+  }
+  return v.get<bool>();
+}
+
+std::string Config::string(std::string_view path) const {
+  const auto& v = leaf(path)["value"];
+  if (!v.is_string()) throw ConfigError(fmt::format("configuration key '{}' is not a string", path));
+  return v.get<std::string>();
+}
+
+void Config::set(std::string_view path, std::string_view text) {
+  nlohmann::json& node = *find_leaf(path);
+  nlohmann::json& v = node["value"];
+  auto bad = [&](std::string_view expected) {
+    throw ConfigError(fmt::format("invalid value '{}' for configuration key '{}': expected {}",
+                                  text, path, expected));
+  };
+  if (v.is_boolean()) {
+    if (text == "true" || text == "1") v = true;
+    else if (text == "false" || text == "0") v = false;
+    else bad("true or false");
+  } else if (v.is_number_integer()) {
+    int64_t x = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+    if (ec != std::errc() || p != text.data() + text.size()) bad("an integer");
+    v = x;
+  } else if (v.is_number()) {
+    double x = 0;
+    auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), x);
+    if (ec != std::errc() || p != text.data() + text.size() || !std::isfinite(x)) bad("a number");
+    v = x;
+  } else {
+    if (node.contains("choices")) {
+      bool ok = false;
+      std::string list;
+      for (const auto& c : node["choices"]) {
+        ok |= c.get<std::string>() == text;
+        list += (list.empty() ? "" : ", ") + c.get<std::string>();
+      }
+      if (!ok) bad("one of " + list);
+    }
+    v = std::string(text);
+  }
+  overrides_[std::string(path)] = v;
+}
+
+void Config::apply_overrides(const std::vector<std::string>& assignments) {
+  for (const auto& a : assignments) {
+    auto eq = a.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw ConfigError(fmt::format("malformed override '{}': expected key=value", a));
+    }
+    set(std::string_view(a).substr(0, eq), std::string_view(a).substr(eq + 1));
+  }
+}
+
+std::vector<std::string> Config::keys() const {
+  std::vector<std::string> out;
+  collect_leaves(tree_, "", out);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+nlohmann::json Config::flat_values() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& k : keys()) out[k] = leaf(k)["value"];
+  return out;
+}
+
+}  // namespace neuronsim::device

@@ -1,0 +1,208 @@
+#include "neuronsim/device/device.h"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+#include <systemc>
+
+#include "dma_fabric.h"
+#include "neuron_core.h"
+#include "neuronsim/device/errors.h"
+#include "neuronsim/device/validator.h"
+#include "neuronsim/sim/simulation.h"
+
+namespace neuronsim::device {
+
+std::string_view exec_mode_name(ExecMode m) {
+  switch (m) {
+    case ExecMode::kFull: return "full";
+    case ExecMode::kTiming: return "timing";
+    case ExecMode::kFunctional: return "functional";
+  }
+  return "?";
+}
+
+std::optional<ExecMode> parse_exec_mode(std::string_view n) {
+  for (ExecMode m : {ExecMode::kFull, ExecMode::kTiming, ExecMode::kFunctional}) {
+    if (exec_mode_name(m) == n) return m;
+  }
+  return std::nullopt;
+}
+
+struct Device::Impl {
+  Config config;
+  ChipParams params;
+  ExecMode mode;
+  uint32_t cores;
+  std::unique_ptr<HbmStorage> hbm;
+  std::unique_ptr<DmaFabric> fabric;
+  std::vector<std::unique_ptr<NeuronCore>> core;
+  sim::StatsRegistry stats;
+  sim::TraceSink* sink = &sim::null_trace_sink();
+  std::vector<std::optional<Program>> pending;
+  std::vector<sim::TrackId> kernel_tracks;
+  std::function<bool(uint64_t, uint64_t)> hbm_range_check;
+
+  Impl(const Config& c, DeviceOptions o) : config(c), params(parse_chip_params(c)), mode(o.mode) {}
+};
+
+namespace {
+bool g_device_built = false;
+}
+
+Device::Device(const Config& config, DeviceOptions options)
+    : impl_(std::make_unique<Impl>(config, options)) {
+  if (g_device_built) {
+    throw Error("a neuronsim Device already exists in this process: SystemC elaborates once per "
+                "process, so each configuration needs its own process");
+  }
+  sim::Simulation::prepare();
+  Impl& d = *impl_;
+  const ChipParams& p = d.params;
+  d.cores = options.cores ? options.cores : p.cores_per_chip * p.chips;
+  if (d.cores > p.cores_per_chip * p.chips) {
+    throw ConfigError(fmt::format("{} NeuronCores requested but the {} preset's instance has {}",
+                                  d.cores, p.preset_name, p.cores_per_chip * p.chips));
+  }
+  const uint32_t stacks = (d.cores + p.cores_per_stack() - 1) / p.cores_per_stack();
+  d.hbm = std::make_unique<HbmStorage>(p.hbm.capacity_bytes, stacks);
+  d.fabric = std::make_unique<DmaFabric>(
+      "fabric", d.cores, p.core.dma.engines * p.core.dma.engine_bandwidth_bytes_per_s, stacks,
+      p.hbm.bandwidth_bytes_per_s);
+  for (uint32_t c = 0; c < d.cores; ++c) {
+    d.core.push_back(std::make_unique<NeuronCore>(fmt::format("nc{}", c).c_str(), c, p, d.mode,
+                                                  *d.hbm, *d.fabric, d.stats));
+  }
+  d.pending.resize(d.cores);
+  d.kernel_tracks.assign(d.cores, 0);
+  g_device_built = true;
+  // Finish elaboration so that later runs start from a ready kernel.
+  sc_core::sc_start(sc_core::SC_ZERO_TIME);
+}
+
+Device::~Device() = default;
+
+const ChipParams& Device::params() const { return impl_->params; }
+const Config& Device::config() const { return impl_->config; }
+uint32_t Device::num_cores() const { return impl_->cores; }
+ExecMode Device::mode() const { return impl_->mode; }
+void Device::set_mode(ExecMode mode) { impl_->mode = mode; }
+sim::StatsRegistry& Device::stats() { return impl_->stats; }
+sim::TraceSink& Device::trace_sink() { return *impl_->sink; }
+uint8_t* Device::hbm_data() { return impl_->hbm->data(); }
+uint64_t Device::hbm_capacity() const { return impl_->hbm->capacity(); }
+uint64_t Device::hbm_base_of_core(uint32_t core) const {
+  return static_cast<uint64_t>(core / impl_->params.cores_per_stack()) *
+         impl_->params.hbm.capacity_bytes;
+}
+void Device::set_hbm_range_check(std::function<bool(uint64_t, uint64_t)> fn) {
+  impl_->hbm_range_check = std::move(fn);
+}
+
+void Device::set_trace_sink(sim::TraceSink* sink) {
+  Impl& d = *impl_;
+  d.sink = sink ? sink : &sim::null_trace_sink();
+  d.kernel_tracks.assign(d.cores, 0);
+  d.fabric->attach_trace(d.sink);
+  for (auto& c : d.core) c->attach_trace(d.sink);
+  if (!d.sink->enabled()) return;
+  const ChipParams& p = d.params;
+  d.sink->metadata("preset", p.preset_name);
+  d.sink->metadata("config", d.config.flat_values());
+  d.sink->metadata("overrides", d.config.overrides());
+  d.sink->metadata("mode", std::string(exec_mode_name(d.mode)));
+  d.sink->metadata("cores", d.cores);
+  d.sink->metadata("peaks", {{"tensor_flops_per_core", p.tensor_peak_flops()},
+                             {"hbm_bytes_per_s_per_stack", p.hbm.bandwidth_bytes_per_s},
+                             {"hbm_stacks", d.hbm->stacks()},
+                             {"dma_bytes_per_s_per_core",
+                              p.core.dma.engines * p.core.dma.engine_bandwidth_bytes_per_s}});
+  for (uint32_t c = 0; c < d.cores; ++c) {
+    d.kernel_tracks[c] = d.sink->add_track({fmt::format("nc{}", c), "Kernels", sim::TrackKind::kSlices, 0});
+  }
+}
+
+void Device::submit(uint32_t core, const Program& program) {
+  Impl& d = *impl_;
+  if (core >= d.cores) {
+    throw Error(fmt::format("NeuronCore {} does not exist; the device has {}", core, d.cores));
+  }
+  if (d.pending[core]) {
+    throw Error(fmt::format("NeuronCore {} already has a program queued for this run", core));
+  }
+  ValidationContext vc;
+  vc.core = &d.params.core;
+  vc.hbm_capacity = d.hbm->capacity();
+  if (d.hbm_range_check) {
+    vc.hbm_range_valid = d.hbm_range_check;
+  } else if (!program.hbm_regions.empty()) {
+    vc.hbm_range_valid = [&program](uint64_t a, uint64_t n) {
+      return std::any_of(program.hbm_regions.begin(), program.hbm_regions.end(),
+                         [&](const HbmRegion& r) { return a >= r.offset && a + n <= r.offset + r.bytes; });
+    };
+  }
+  validate(program, vc);
+  d.pending[core] = program;
+}
+
+RunResult Device::run() {
+  Impl& d = *impl_;
+  RunResult result;
+  result.start = now();
+  std::vector<uint32_t> launched;
+  for (uint32_t c = 0; c < d.cores; ++c) {
+    if (!d.pending[c]) continue;
+    d.core[c]->launch(*d.pending[c]);
+    launched.push_back(c);
+  }
+  sim::Simulation::run_until_idle();
+
+  std::string deadlock;
+  std::exception_ptr error;
+  for (uint32_t c : launched) {
+    NeuronCore& core = *d.core[c];
+    if (core.context().error && !error) error = core.context().error;
+    if (core.busy()) {
+      for (const auto& r : core.blocked_reasons()) deadlock += fmt::format("\n  nc{}: {}", c, r);
+    }
+  }
+  if (!deadlock.empty() || error) {
+    for (uint32_t c : launched) d.core[c]->unwind();
+    sim::Simulation::run_until_idle();
+    for (uint32_t c : launched) d.pending[c].reset();
+    if (error) std::rethrow_exception(error);
+    throw DeadlockError("deadlock: engines are blocked on semaphores that nothing will signal:" +
+                        deadlock);
+  }
+  sim::SimTime end = now();
+  for (uint32_t c : launched) end = sim::max(end, d.core[c]->finish_time());
+  if (end > now()) advance(end - now());
+  for (uint32_t c : launched) {
+    NeuronCore& core = *d.core[c];
+    CoreRunResult r{c, d.pending[c]->name, result.start, core.finish_time(),
+                    d.pending[c]->instruction_count()};
+    r.end = sim::max(r.end, r.start);
+    if (d.sink->enabled()) {
+      d.sink->slice(d.kernel_tracks[c], r.program, "kernel", r.start, r.end,
+                    {{"instructions", d.pending[c]->instruction_count()}});
+    }
+    result.cores.push_back(r);
+    d.pending[c].reset();
+  }
+  result.end = now();
+  return result;
+}
+
+RunResult Device::run(uint32_t core, const Program& program) {
+  submit(core, program);
+  return run();
+}
+
+void Device::advance(sim::SimTime delta) {
+  if (delta.ps > 0) sc_core::sc_start(sc_core::sc_time::from_value(delta.ps));
+}
+
+sim::SimTime Device::now() const { return sim::Simulation::now(); }
+
+}  // namespace neuronsim::device

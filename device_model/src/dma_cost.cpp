@@ -1,0 +1,57 @@
+// How one DMA transfer spreads over the DMA engines (ARCH-v2, DMA-OVERVIEW, DMA-BW).
+#include <algorithm>
+#include <cmath>
+
+#include "neuronsim/device/cost_model.h"
+
+namespace neuronsim::device {
+namespace {
+
+// Elements in the innermost contiguous run of an AP (a run never crosses SBUF partitions).
+uint64_t contiguous_run(const AccessPattern& ap) {
+  uint64_t run = 1;
+  int64_t expect = 1;
+  for (int k = ap.ndims - 1; k >= 0; --k) {
+    if (ap.dims[k].size == 1) continue;
+    if (ap.dims[k].stride != expect) break;
+    run *= ap.dims[k].size;
+    expect *= ap.dims[k].size;
+  }
+  if (ap.space == MemSpace::kHbm && run == ap.free_elements() &&
+      ap.partition_stride == static_cast<int64_t>(run)) {
+    run *= ap.partitions;  // HBM rows that follow each other form one run
+  }
+  return run;
+}
+
+}  // namespace
+
+DmaTransferShape dma_transfer_shape(const Instruction& in, const DmaParams& dma) {
+  DmaTransferShape s;
+  const AccessPattern& src = in.src0;
+  const AccessPattern& dst = in.dst;
+  const double elements = static_cast<double>(src.elements());
+  s.bytes = elements * static_cast<double>(std::max(dtype_size(src.dtype), dtype_size(dst.dtype)));
+  if (src.space == MemSpace::kHbm) s.hbm_bytes += static_cast<double>(src.bytes());
+  if (dst.space == MemSpace::kHbm) s.hbm_bytes += static_cast<double>(dst.bytes());
+
+  const uint64_t chunk = std::max<uint64_t>(1, std::min(contiguous_run(src), contiguous_run(dst)));
+  s.descriptors = static_cast<uint64_t>(std::ceil(elements / static_cast<double>(chunk)));
+
+  // ARCH-v2: a transfer touching SBUF spreads over up to 16 engines of 8 partitions each.
+  // HBM-to-HBM transfers are split in 4 KiB packets (DMA-OVERVIEW packetisation) over the engines.
+  uint32_t engines;
+  if (src.space != MemSpace::kHbm || dst.space != MemSpace::kHbm) {
+    const uint32_t rows = src.space != MemSpace::kHbm ? src.partitions : dst.partitions;
+    engines = (rows + dma.partitions_per_engine - 1) / dma.partitions_per_engine;
+  } else {
+    engines = static_cast<uint32_t>(std::min<double>(dma.engines, std::ceil(s.bytes / 4096.0)));
+  }
+  s.engines = std::clamp<uint32_t>(engines, 1, dma.engines);
+  s.cap_bytes_per_s = s.engines * dma.engine_bandwidth_bytes_per_s;
+  const double descriptors_per_engine = std::ceil(static_cast<double>(s.descriptors) / s.engines);
+  s.descriptor_time_ns = descriptors_per_engine * dma.descriptor_overhead_ns;
+  return s;
+}
+
+}  // namespace neuronsim::device

@@ -1,0 +1,26 @@
+#pragma once
+// One DMA queue of a core. Transfers run in order: each waits for the queue's previous transfer,
+// and for the launch latency (descriptor setup, semaphore-to-start, DMA-BW ~1300 ns) counted
+// from when it became ready to issue, so a queue fed back-to-back hides that latency. The data
+// phase is descriptor processing plus the bytes moved through the shared DmaFabric.
+#include "neuronsim/device/cost_model.h"
+#include "stream_engine.h"
+
+namespace neuronsim::device {
+
+class DmaQueue : public StreamEngine {
+ public:
+  DmaQueue(sc_core::sc_module_name name, CoreContext& ctx, uint8_t queue);
+
+ protected:
+  void run_instruction(const Instruction& in, size_t index) override;
+  sim::SimTime drain() override;
+  void on_issue_point() override;
+
+ private:
+  sim::SimTime issue_ready_;  // last issue point: stream start or a satisfied wait
+  sim::TrackId track_ = 0;
+  sim::StatsRegistry::Counter *transfers_, *bytes_, *hbm_bytes_, *busy_ps_;
+};
+
+}  // namespace neuronsim::device

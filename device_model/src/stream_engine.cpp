@@ -1,0 +1,84 @@
+#include "stream_engine.h"
+
+#include <fmt/format.h>
+
+#include "neuronsim/device/errors.h"
+#include "neuronsim/sim/simulation.h"
+
+namespace neuronsim::device {
+
+StreamEngine::StreamEngine(sc_core::sc_module_name name, CoreContext& ctx, StreamId id)
+    : sc_module(name), ctx_(ctx), id_(id) {
+  SC_THREAD(thread);
+}
+
+void StreamEngine::start(const Stream* stream) {
+  stream_ = stream;
+  busy_ = stream != nullptr && !stream->instructions.empty();
+  pc_ = 0;
+  if (busy_) start_ev_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void StreamEngine::wait_until(sim::SimTime t) {
+  const sim::SimTime now = sim::Simulation::now();
+  if (t > now) sc_core::wait(sc_core::sc_time::from_value((t - now).ps));
+}
+
+std::string StreamEngine::blocked_reason() const {
+  if (!busy_ || !stream_ || pc_ >= stream_->instructions.size()) return "";
+  const Instruction& in = stream_->instructions[pc_];
+  if (in.op == Opcode::kSemWait) {
+    return fmt::format("{} at instruction {} waits for semaphore {} >= {} (value is {})",
+                       id_.display_name(), pc_, in.sem, in.sem_value, ctx_.sems->value(in.sem));
+  }
+  return fmt::format("{} at instruction {} ({})", id_.display_name(), pc_, opcode_name(in.op));
+}
+
+void StreamEngine::trace_slice(sim::TrackId& track, const std::string& row, std::string_view name,
+                               sim::SimTime b, sim::SimTime e, nlohmann::json args) {
+  if (track == 0) {
+    int sort = static_cast<int>(id_.engine) * 2 + (id_.engine == EngineKind::kDma ? id_.queue : 0);
+    // Track ids start at 1 so 0 means "not created yet".
+    track = ctx_.sink->add_track({ctx_.process_name(), row, sim::TrackKind::kSlices, 10 + sort}) + 1;
+  }
+  args["kernel"] = ctx_.program_name;
+  ctx_.sink->slice(track - 1, name, id_.name(), b, e, std::move(args));
+}
+
+void StreamEngine::thread() {
+  if (!stall_ps_) {
+    stall_ps_ = &ctx_.stats->counter(
+        fmt::format("nc{}.{}.semaphore_wait_ps", ctx_.index, id_.name()), "ps",
+        "time spent blocked on semaphores");
+  }
+  for (;;) {
+    sc_core::wait(start_ev_);
+    try {
+      last_ready_ = sim::Simulation::now();
+      on_issue_point();
+      const auto& ins = stream_->instructions;
+      for (pc_ = 0; pc_ < ins.size() && !ctx_.abort; ++pc_) {
+        const Instruction& in = ins[pc_];
+        if (in.op == Opcode::kSemWait) {
+          const sim::SimTime t0 = sim::Simulation::now();
+          ctx_.sems->wait_at_least(in.sem, in.sem_value, ctx_.abort);
+          stall_ps_->add((sim::Simulation::now() - t0).ps);
+          on_issue_point();
+        } else if (in.op == Opcode::kSemSignal) {
+          ctx_.sems->signal_at(in.sem, in.sem_value, last_ready_);
+        } else {
+          run_instruction(in, pc_);
+          ++executed_;
+        }
+      }
+      if (!ctx_.abort) finish_ = drain();
+    } catch (...) {
+      if (!ctx_.error) ctx_.error = std::current_exception();
+      ctx_.abort = true;
+      ctx_.sems->wake_all();
+    }
+    busy_ = false;
+  }
+}
+
+}  // namespace neuronsim::device

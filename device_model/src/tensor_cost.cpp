@@ -1,0 +1,49 @@
+// TensorE cost models: NeuronCore mode (ARCH-v2 "Performance Consideration", ISA-2.26) and the
+// SCALE-Sim v2 weight-stationary fold model.
+#include <algorithm>
+#include <cmath>
+
+#include "cost_models.h"
+
+namespace neuronsim::device {
+namespace {
+
+double dtype_factor(const TensorEngineParams& t, DType a, DType b) {
+  if (a == DType::kFp32 || b == DType::kFp32) return t.fp32_cost_factor;  // "roughly 4x"
+  if (is_fp8(a) && is_fp8(b)) return t.fp8_cost_factor;
+  return 1.0;  // bf16/fp16 (and mixed fp8 x bf16, "runs at BF16 speed")
+}
+
+}  // namespace
+
+ComputeCost TensorCostModel::cost(const Instruction& in, bool new_stationary) const {
+  ComputeCost c;
+  c.latency_cycles = p_.pipeline_latency_cycles;
+  if (in.op == Opcode::kTranspose) {
+    // ISA-2.26 nc_transpose on TensorE: max(P, min(64, F)).
+    const double P = in.src0.partitions;
+    const double F = static_cast<double>(in.src0.free_elements());
+    c.cycles = std::max(P, std::min<double>(p_.transpose_min_cycles, F));
+    return c;
+  }
+  if (in.op != Opcode::kMatmul) return c;
+  const double K = in.src0.partitions;
+  const double M = static_cast<double>(in.src0.free_elements());
+  const double N = static_cast<double>(in.src1.free_elements());
+  c.flops = 2.0 * K * M * N;
+  if (p_.timing_mode == TensorTimingMode::kScaleSim) {
+    // SCALE-Sim v2 WS, one fold: weights load (R), stream T rows, drain (C - 1), skew (R - 1)
+    // = 2R + C + T - 2 with R x C the array (SCALE-Sim counts the whole array per fold).
+    c.cycles = 2.0 * p_.rows + p_.columns + N - 2.0;
+    return c;
+  }
+  const double f = dtype_factor(p_, in.src0.dtype, in.src1.dtype);
+  // ISA-2.26 nc_matmul: max(min(64, N_stationary), N_moving) cycles, x4 for fp32.
+  c.cycles = std::max(std::min<double>(p_.mm_min_ii_cycles, M), N) * f;
+  // ARCH-v2 fast LoadStationary: up to 4x faster than a MultiplyMoving of the same free size;
+  // it runs in the background of the previous MultiplyMoving.
+  if (new_stationary) c.load_stationary_cycles = std::ceil(M / p_.load_stationary_speedup) * f;
+  return c;
+}
+
+}  // namespace neuronsim::device

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds everything (tools/setup.sh) and runs every test: the C++ GoogleTest suites through
+# ctest (each test in its own process: SystemC elaborates once per process) and the Python tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/setup.sh
+BUILD_DIR=${BUILD_DIR:-build}
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" --timeout 600
+if [ -d tests/python ] && [ -x .venv/bin/python ]; then
+  .venv/bin/python -m pytest -q tests/python
+fi

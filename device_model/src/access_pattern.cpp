@@ -1,5 +1,8 @@
 #include "neuronsim/device/access_pattern.h"
 
+#include <algorithm>
+#include <limits>
+
 #include <fmt/format.h>
 
 namespace neuronsim::device {
@@ -13,21 +16,30 @@ std::string_view mem_space_name(MemSpace s) {
   return "?";
 }
 
+namespace {
+// Never more than kMaxFreeDims, even for an AP the validator has not seen (e.g. an unused operand
+// field): the methods below must not read past `dims`.
+int used_dims(const AccessPattern& ap) { return std::min<int>(ap.ndims, kMaxFreeDims); }
+}  // namespace
+
 uint64_t AccessPattern::free_elements() const {
   uint64_t n = 1;
-  for (int k = 0; k < ndims; ++k) n *= dims[k].size;
+  for (int k = 0; k < used_dims(*this); ++k) n *= dims[k].size;
   return n;
 }
 
 uint64_t AccessPattern::inner_stride_bytes() const {
-  if (ndims == 0) return 0;
-  int64_t s = dims[ndims - 1].stride;
-  return static_cast<uint64_t>(s < 0 ? -s : s) * dtype_size(dtype);
+  const int n = used_dims(*this);
+  if (n == 0) return 0;
+  const int64_t s = dims[n - 1].stride;
+  // Negate in unsigned arithmetic: -INT64_MIN overflows.
+  const uint64_t mag = s < 0 ? 0 - static_cast<uint64_t>(s) : static_cast<uint64_t>(s);
+  return mag * dtype_size(dtype);
 }
 
 bool AccessPattern::free_contiguous() const {
-  int64_t expect = 1;
-  for (int k = ndims - 1; k >= 0; --k) {
+  __int128 expect = 1;  // a product of four 32-bit sizes does not fit int64
+  for (int k = used_dims(*this) - 1; k >= 0; --k) {
     if (dims[k].size == 1) continue;
     if (dims[k].stride != expect) return false;
     expect *= dims[k].size;
@@ -36,23 +48,32 @@ bool AccessPattern::free_contiguous() const {
 }
 
 AccessPattern::Span AccessPattern::byte_span() const {
-  const int64_t es = static_cast<int64_t>(dtype_size(dtype));
-  int64_t lo = 0, hi = 0;  // element offsets relative to `offset`
+  // Computed in 128 bits (strides up to 2^63 times sizes up to 2^32, five times, fit easily) and
+  // saturated to int64, so a pattern reaching beyond the int64 range reports a span that no
+  // memory bound accepts instead of overflowing.
+  using I128 = __int128;
+  const I128 es = static_cast<I128>(dtype_size(dtype));
+  I128 lo = 0, hi = 0;  // element offsets relative to `offset`
   auto extend = [&](int64_t stride, uint32_t size) {
     if (size == 0) return;
-    int64_t reach = stride * (static_cast<int64_t>(size) - 1);
+    const I128 reach = static_cast<I128>(stride) * (static_cast<I128>(size) - 1);
     if (reach < 0) lo += reach;
     else hi += reach;
   };
-  for (int k = 0; k < ndims; ++k) extend(dims[k].stride, dims[k].size);
+  for (int k = 0; k < used_dims(*this); ++k) extend(dims[k].stride, dims[k].size);
   if (space == MemSpace::kHbm) extend(partition_stride, partitions);
-  const int64_t base = static_cast<int64_t>(offset);
-  return {base + lo * es, base + (hi + 1) * es};
+  const I128 base = static_cast<I128>(offset);
+  auto sat = [](I128 v) {
+    constexpr I128 kMin = std::numeric_limits<int64_t>::min();
+    constexpr I128 kMax = std::numeric_limits<int64_t>::max();
+    return static_cast<int64_t>(v < kMin ? kMin : (v > kMax ? kMax : v));
+  };
+  return {sat(base + lo * es), sat(base + (hi + 1) * es)};
 }
 
 std::string AccessPattern::to_string() const {
   std::string dims_s;
-  for (int k = 0; k < ndims; ++k) {
+  for (int k = 0; k < used_dims(*this); ++k) {
     dims_s += fmt::format("{}[{},{}]", k ? "," : "", dims[k].stride, dims[k].size);
   }
   if (space == MemSpace::kHbm) {

@@ -69,7 +69,7 @@ int64_t apply_alu_int(AluOp op, int64_t a, int64_t b) {
       return r;
     }
     case AluOp::kMod: return b == 0 ? 0 : a % b;
-    case AluOp::kAbsMax: return std::max(a < 0 ? -a : a, b < 0 ? -b : b);
+    case AluOp::kAbsMax: return wrap(std::max(a < 0 ? -a : a, b < 0 ? -b : b));  // |INT32_MIN|
     case AluOp::kIsEqual: return a == b;
     case AluOp::kNotEqual: return a != b;
     case AluOp::kIsGt: return a > b;

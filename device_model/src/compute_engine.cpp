@@ -180,8 +180,11 @@ void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
     args["index"] = index;
     if (cost.flops > 0) args["flops"] = cost.flops;
     trace_slice(track_, id_.display_name(), opcode_name(in.op), start, end, std::move(args));
-    update_occupancy(in.dst, end);
-    if (in.has_acc_dst) update_occupancy(in.acc_dst, end);
+    // Sampled at the issue time (now): engines reach it in time order, so the shared counter
+    // track stays monotonic; an end time would let a short instruction on another engine that
+    // issues later land before it.
+    update_occupancy(in.dst, start);
+    if (in.has_acc_dst) update_occupancy(in.acc_dst, start);
   }
 }
 

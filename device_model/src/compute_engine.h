@@ -16,6 +16,7 @@ namespace neuronsim::device {
 class ComputeEngine : public StreamEngine {
  public:
   ComputeEngine(sc_core::sc_module_name name, CoreContext& ctx, EngineKind kind);
+  void reset_trace_tracks() override { track_ = ls_track_ = 0; }
 
  protected:
   void run_instruction(const Instruction& in, size_t index) override;

@@ -49,6 +49,25 @@ void check_shape(const nlohmann::json& node, const std::string& prefix, const st
       if (!it->contains("source") || !(*it)["source"].is_string()) {
         throw ConfigError(fmt::format("{}: key '{}' has no \"source\" string", origin, path));
       }
+      // set() checks overrides against "choices"; the preset's own value must pass too.
+      if (it->contains("choices")) {
+        const auto& c = (*it)["choices"];
+        const bool strings =
+            v.is_string() && c.is_array() && !c.empty() &&
+            std::all_of(c.begin(), c.end(), [](const nlohmann::json& x) { return x.is_string(); });
+        if (!strings) {
+          throw ConfigError(fmt::format(
+              "{}: key '{}' has \"choices\" but they are not a list of strings for a string value",
+              origin, path));
+        }
+        if (std::find(c.begin(), c.end(), v) == c.end()) {
+          throw ConfigError(fmt::format("{}: key '{}' has value {} which is not one of its choices {}",
+                                        origin, path, v.dump(), c.dump()));
+        }
+      }
+    } else if (it->contains("source")) {
+      // A leaf that lost its value would otherwise be reported as a group with a bad child.
+      throw ConfigError(fmt::format("{}: key '{}' has a \"source\" but no \"value\"", origin, path));
     } else {
       check_shape(*it, path, origin);
     }
@@ -86,7 +105,7 @@ Config Config::parse(std::string_view json_text, const std::string& origin) {
   nlohmann::json tree;
   try {
     tree = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e400
     throw ConfigError(fmt::format("{}: not valid JSON: {}", origin, e.what()));
   }
   return Config(std::move(tree), origin);

@@ -40,11 +40,17 @@ struct Device::Impl {
   std::vector<std::unique_ptr<NeuronCore>> core;
   sim::StatsRegistry stats;
   sim::TraceSink* sink = &sim::null_trace_sink();
-  std::vector<std::optional<Program>> pending;
+  std::vector<std::optional<Program>> pending;  // copies made by submit()
+  // The program each core runs next: its copy in `pending`, or the caller's program during
+  // run(core, program), which needs no copy (a large program is megabytes of instructions).
+  std::vector<const Program*> queued;
   std::vector<sim::TrackId> kernel_tracks;
+  std::vector<sim::TrackId> host_tracks;  // id + 1, 0 = not created
   std::function<bool(uint64_t, uint64_t)> hbm_range_check;
 
   Impl(const Config& c, DeviceOptions o) : config(c), params(parse_chip_params(c)), mode(o.mode) {}
+  /// Validates `program` and queues it for `core`, as a copy or borrowed.
+  void enqueue(uint32_t core, const Program& program, bool copy);
 };
 
 namespace {
@@ -75,6 +81,7 @@ Device::Device(const Config& config, DeviceOptions options)
                                                   *d.hbm, *d.fabric, d.stats));
   }
   d.pending.resize(d.cores);
+  d.queued.assign(d.cores, nullptr);
   d.kernel_tracks.assign(d.cores, 0);
   g_device_built = true;
   // Finish elaboration so that later runs start from a ready kernel.
@@ -104,6 +111,7 @@ void Device::set_trace_sink(sim::TraceSink* sink) {
   Impl& d = *impl_;
   d.sink = sink ? sink : &sim::null_trace_sink();
   d.kernel_tracks.assign(d.cores, 0);
+  d.host_tracks.assign(d.cores, 0);
   d.fabric->attach_trace(d.sink);
   for (auto& c : d.core) c->attach_trace(d.sink);
   if (!d.sink->enabled()) return;
@@ -124,11 +132,15 @@ void Device::set_trace_sink(sim::TraceSink* sink) {
 }
 
 void Device::submit(uint32_t core, const Program& program) {
-  Impl& d = *impl_;
+  impl_->enqueue(core, program, true);
+}
+
+void Device::Impl::enqueue(uint32_t core, const Program& program, bool copy) {
+  Impl& d = *this;
   if (core >= d.cores) {
     throw Error(fmt::format("NeuronCore {} does not exist; the device has {}", core, d.cores));
   }
-  if (d.pending[core]) {
+  if (d.queued[core]) {
     throw Error(fmt::format("NeuronCore {} already has a program queued for this run", core));
   }
   ValidationContext vc;
@@ -143,7 +155,12 @@ void Device::submit(uint32_t core, const Program& program) {
     };
   }
   validate(program, vc);
-  d.pending[core] = program;
+  if (copy) {
+    d.pending[core] = program;
+    d.queued[core] = &*d.pending[core];
+  } else {
+    d.queued[core] = &program;
+  }
 }
 
 RunResult Device::run() {
@@ -152,8 +169,8 @@ RunResult Device::run() {
   result.start = now();
   std::vector<uint32_t> launched;
   for (uint32_t c = 0; c < d.cores; ++c) {
-    if (!d.pending[c]) continue;
-    d.core[c]->launch(*d.pending[c]);
+    if (!d.queued[c]) continue;
+    d.core[c]->launch(*d.queued[c]);
     launched.push_back(c);
   }
   sim::Simulation::run_until_idle();
@@ -170,7 +187,11 @@ RunResult Device::run() {
   if (!deadlock.empty() || error) {
     for (uint32_t c : launched) d.core[c]->unwind();
     sim::Simulation::run_until_idle();
-    for (uint32_t c : launched) d.pending[c].reset();
+    // Instructions the aborted program issued still complete: its time is not the next run's.
+    sim::SimTime aborted_end = now();
+    for (uint32_t c : launched) aborted_end = sim::max(aborted_end, d.core[c]->finish_time());
+    if (aborted_end > now()) advance(aborted_end - now());
+    for (uint32_t c : launched) d.queued[c] = nullptr, d.pending[c].reset();
     if (error) std::rethrow_exception(error);
     throw DeadlockError("deadlock: engines are blocked on semaphores that nothing will signal:" +
                         deadlock);
@@ -180,14 +201,15 @@ RunResult Device::run() {
   if (end > now()) advance(end - now());
   for (uint32_t c : launched) {
     NeuronCore& core = *d.core[c];
-    CoreRunResult r{c, d.pending[c]->name, result.start, core.finish_time(),
-                    d.pending[c]->instruction_count()};
+    const Program& program = *d.queued[c];
+    CoreRunResult r{c, program.name, result.start, core.finish_time(), program.instruction_count()};
     r.end = sim::max(r.end, r.start);
     if (d.sink->enabled()) {
       d.sink->slice(d.kernel_tracks[c], r.program, "kernel", r.start, r.end,
-                    {{"instructions", d.pending[c]->instruction_count()}});
+                    {{"instructions", program.instruction_count()}});
     }
     result.cores.push_back(r);
+    d.queued[c] = nullptr;
     d.pending[c].reset();
   }
   result.end = now();
@@ -195,8 +217,50 @@ RunResult Device::run() {
 }
 
 RunResult Device::run(uint32_t core, const Program& program) {
-  submit(core, program);
+  impl_->enqueue(core, program, false);
+  // `program` is only borrowed for this call: never leave it queued.
+  struct Unqueue {
+    Impl& d;
+    uint32_t core;
+    const Program* program;
+    ~Unqueue() {
+      if (d.queued[core] == program) d.queued[core] = nullptr;
+    }
+  } unqueue{*impl_, core, &program};
   return run();
+}
+
+Device::HostCopy Device::host_copy(uint32_t core, uint64_t bytes, bool to_device,
+                                   uint64_t hbm_address) {
+  Impl& d = *impl_;
+  if (core >= d.cores) {
+    throw Error(fmt::format("NeuronCore {} does not exist; the device has {}", core, d.cores));
+  }
+  HostCopy r{now(), now()};
+  if (d.mode == ExecMode::kFunctional || bytes == 0) return r;
+  const ChipParams& p = d.params;
+  const uint32_t stack = std::min<uint32_t>(d.hbm->stack_of(hbm_address), d.hbm->stacks() - 1);
+  DmaFabric::Transfer t{static_cast<double>(bytes), static_cast<double>(bytes),
+                        p.host.bandwidth_bytes_per_s, core, stack};
+  DmaFabric* fabric = d.fabric.get();
+  sim::SimTime* end = &r.end;
+  const sim::SimTime latency = sim::SimTime::from_ns(p.host.latency_ns);
+  sc_core::sc_spawn([fabric, t, end, latency] {
+    sc_core::wait(sc_core::sc_time::from_value(latency.ps));
+    fabric->transfer(t);
+    *end = sim::Simulation::now();
+  });
+  sim::Simulation::run_until_idle();
+  if (d.sink->enabled()) {
+    if (d.host_tracks.empty()) d.host_tracks.assign(d.cores, 0);
+    if (d.host_tracks[core] == 0) {
+      d.host_tracks[core] =
+          d.sink->add_track({fmt::format("nc{}", core), "Host DMA", sim::TrackKind::kSlices, 90}) + 1;
+    }
+    d.sink->slice(d.host_tracks[core] - 1, to_device ? "host_to_device" : "device_to_host",
+                  "host_dma", r.start, r.end, {{"bytes", bytes}, {"hbm_bytes", bytes}});
+  }
+  return r;
 }
 
 void Device::advance(sim::SimTime delta) {

@@ -1,8 +1,8 @@
 #pragma once
 // One DMA queue of a core. Transfers run in order: each waits for the queue's previous transfer,
-// and for the launch latency (descriptor setup, semaphore-to-start, DMA-BW ~1300 ns) counted
-// from when it became ready to issue, so a queue fed back-to-back hides that latency. The data
-// phase is descriptor processing plus the bytes moved through the shared DmaFabric.
+// and for the launch latency (descriptor setup, semaphore-to-start, HBM access: DMA-BW ~1300 ns)
+// counted from when it became ready to issue, so a queue fed back-to-back hides that latency. The
+// data phase is per-packet processing plus the bytes moved through the shared DmaFabric.
 #include "neuronsim/device/cost_model.h"
 #include "stream_engine.h"
 
@@ -11,6 +11,7 @@ namespace neuronsim::device {
 class DmaQueue : public StreamEngine {
  public:
   DmaQueue(sc_core::sc_module_name name, CoreContext& ctx, uint8_t queue);
+  void reset_trace_tracks() override { track_ = 0; }
 
  protected:
   void run_instruction(const Instruction& in, size_t index) override;

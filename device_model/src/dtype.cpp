@@ -123,6 +123,18 @@ I float_to_int_saturating(float v) {
   return static_cast<I>(t);
 }
 
+// int64 -> fp32 rounded to odd (truncate, then set the last bit if anything was dropped).
+// Narrowing that to a type with at most 22 significant bits rounds exactly once to nearest-even,
+// where a plain int -> fp32 -> narrow conversion would round twice.
+float int_to_float_round_to_odd(int64_t v) {
+  const uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  const int shift = std::max(0, static_cast<int>(std::bit_width(mag)) - 24);
+  uint64_t q = mag >> shift;
+  if ((q << shift) != mag) q |= 1;
+  const float f = std::ldexp(static_cast<float>(q), shift);
+  return v < 0 ? -f : f;
+}
+
 }  // namespace
 
 size_t dtype_size(DType t) {
@@ -234,7 +246,8 @@ void store_int(void* p, DType t, int64_t v) {
     case DType::kInt16: write_as(p, static_cast<int16_t>(static_cast<uint16_t>(v))); return;
     case DType::kInt8: write_as(p, static_cast<int8_t>(static_cast<uint8_t>(v))); return;
     case DType::kUint8: write_as(p, static_cast<uint8_t>(v)); return;
-    default: store_float(p, t, static_cast<float>(v)); return;
+    case DType::kFp32: write_as(p, static_cast<float>(v)); return;
+    default: store_float(p, t, int_to_float_round_to_odd(v)); return;
   }
 }
 

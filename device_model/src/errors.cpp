@@ -31,4 +31,8 @@ OutOfMemoryError::OutOfMemoryError(uint64_t requested, uint64_t free, uint64_t c
       free_(free),
       capacity_(capacity) {}
 
+OutOfMemoryError::OutOfMemoryError(uint64_t requested, uint64_t free, uint64_t capacity,
+                                   const std::string& message, bool)
+    : Error(message), requested_(requested), free_(free), capacity_(capacity) {}
+
 }  // namespace neuronsim::device

@@ -25,18 +25,42 @@ void for_each_in_partition(const MemoryMap& mem, const AccessPattern& ap, uint32
   });
 }
 
+// The first free element of partition p when the free elements are contiguous (element i at
+// + i * dtype_size, the order for_each_in_partition visits them), else null: row loops over such
+// a pattern need no per-element address arithmetic.
+uint8_t* contiguous_row(const MemoryMap& mem, const AccessPattern& ap, uint32_t p) {
+  if (!ap.free_contiguous()) return nullptr;
+  if (ap.space == MemSpace::kHbm) {
+    const int64_t es = static_cast<int64_t>(dtype_size(ap.dtype));
+    return mem.element(
+        ap, 0,
+        static_cast<int64_t>(ap.offset) + static_cast<int64_t>(p) * ap.partition_stride * es);
+  }
+  return mem.element(ap, p, static_cast<int64_t>(ap.offset));
+}
+
 void load_row(const MemoryMap& mem, const AccessPattern& ap, uint32_t p, std::vector<float>& out) {
   out.resize(ap.free_elements());
-  if (ap.dtype == DType::kFp32 && ap.free_contiguous() && ap.space != MemSpace::kHbm) {
-    std::memcpy(out.data(), mem.element(ap, p, static_cast<int64_t>(ap.offset)), out.size() * 4);
+  if (const uint8_t* src = contiguous_row(mem, ap, p)) {
+    if (ap.dtype == DType::kFp32) {
+      std::memcpy(out.data(), src, out.size() * 4);
+      return;
+    }
+    const size_t es = dtype_size(ap.dtype);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = load_float(src + i * es, ap.dtype);
     return;
   }
   for_each_in_partition(mem, ap, p, [&](const uint8_t* e, uint64_t i) { out[i] = load_float(e, ap.dtype); });
 }
 
 void store_row(const MemoryMap& mem, const AccessPattern& ap, uint32_t p, const std::vector<float>& in) {
-  if (ap.dtype == DType::kFp32 && ap.free_contiguous() && ap.space != MemSpace::kHbm) {
-    std::memcpy(mem.element(ap, p, static_cast<int64_t>(ap.offset)), in.data(), in.size() * 4);
+  if (uint8_t* dst = contiguous_row(mem, ap, p)) {
+    if (ap.dtype == DType::kFp32) {
+      std::memcpy(dst, in.data(), in.size() * 4);
+      return;
+    }
+    const size_t es = dtype_size(ap.dtype);
+    for (size_t i = 0; i < in.size(); ++i) store_float(dst + i * es, ap.dtype, in[i]);
     return;
   }
   for_each_in_partition(mem, ap, p, [&](uint8_t* e, uint64_t i) { store_float(e, ap.dtype, in[i]); });
@@ -69,8 +93,71 @@ int64_t scalar_value_int(const MemoryMap& mem, const ScalarOperand& s, uint32_t 
   return v;
 }
 
+// An immediate joins exact integer math only as an int32 value; fractions, inf, NaN and values
+// beyond int32 take the fp32 path (casting them to an integer would be undefined or wrong).
+bool imm_is_int32(float v) {
+  return std::trunc(v) == v && v >= -2147483648.0f && v < 2147483648.0f;
+}
+
 bool scalar_is_int(const ScalarOperand& s) {
-  return s.from_ap ? is_integer(s.ap.dtype) : (std::trunc(s.imm) == s.imm);
+  return s.from_ap ? is_integer(s.ap.dtype) : imm_is_int32(s.imm);
+}
+
+// Eight fp32 lanes (GCC/Clang vector extension): lane-wise IEEE adds and multiplies, exactly the
+// scalar operations (-ffp-contract=off: never fused).
+// (Loaded and stored with memcpy in place: no function takes or returns one, which would depend
+// on the vector ABI.)
+typedef float Float8 __attribute__((vector_size(32)));
+
+// res[m, n] = sum_k st[m, k] * mv[k, n] (st is M x K, mv is K x N, res is M x N, row-major):
+// every product rounded to fp32, the sum accumulated from 0 in k order in fp32. Blocks of 4 rows
+// x 8 columns keep their sums in registers; the result is the same as one row at a time.
+__attribute__((target_clones("avx2", "default"))) void matmul_kernel(const float* st,
+                                                                     const float* mv, float* res,
+                                                                     uint32_t M, uint32_t K,
+                                                                     uint32_t N) {
+  const size_t k_len = K, n_len = N;
+  auto row_tail = [&](uint32_t m, uint32_t n_begin) {  // one row, columns [n_begin, N)
+    const float* a = st + m * k_len;
+    uint32_t n = n_begin;
+    for (; n + 8 <= N; n += 8) {
+      Float8 acc = {}, b;
+      for (uint32_t k = 0; k < K; ++k) {
+        std::memcpy(&b, mv + k * n_len + n, sizeof b);
+        acc = acc + a[k] * b;
+      }
+      std::memcpy(res + m * n_len + n, &acc, sizeof acc);
+    }
+    for (; n < N; ++n) {
+      float acc = 0.0f;
+      for (uint32_t k = 0; k < K; ++k) acc = acc + a[k] * mv[k * n_len + n];
+      res[m * n_len + n] = acc;
+    }
+  };
+  uint32_t m = 0;
+  for (; m + 4 <= M; m += 4) {
+    const float* a0 = st + m * k_len;
+    const float* a1 = a0 + k_len;
+    const float* a2 = a1 + k_len;
+    const float* a3 = a2 + k_len;
+    uint32_t n = 0;
+    for (; n + 8 <= N; n += 8) {
+      Float8 acc0 = {}, acc1 = {}, acc2 = {}, acc3 = {}, b;
+      for (uint32_t k = 0; k < K; ++k) {
+        std::memcpy(&b, mv + k * n_len + n, sizeof b);
+        acc0 = acc0 + a0[k] * b;
+        acc1 = acc1 + a1[k] * b;
+        acc2 = acc2 + a2[k] * b;
+        acc3 = acc3 + a3[k] * b;
+      }
+      std::memcpy(res + m * n_len + n, &acc0, sizeof acc0);
+      std::memcpy(res + (m + 1) * n_len + n, &acc1, sizeof acc1);
+      std::memcpy(res + (m + 2) * n_len + n, &acc2, sizeof acc2);
+      std::memcpy(res + (m + 3) * n_len + n, &acc3, sizeof acc3);
+    }
+    for (uint32_t r = 0; r < 4; ++r) row_tail(m + r, n);
+  }
+  for (; m < M; ++m) row_tail(m, 0);
 }
 
 void exec_matmul(const Instruction& in, const MemoryMap& mem) {
@@ -79,21 +166,18 @@ void exec_matmul(const Instruction& in, const MemoryMap& mem) {
   const uint32_t K = in.src0.partitions;
   const uint32_t M = static_cast<uint32_t>(in.src0.free_elements());
   const uint32_t N = static_cast<uint32_t>(in.src1.free_elements());
-  std::vector<float> stat(static_cast<size_t>(K) * M), mov(static_cast<size_t>(K) * N), row;
+  std::vector<float> stat_t(static_cast<size_t>(M) * K), mov(static_cast<size_t>(K) * N), row;
   for (uint32_t k = 0; k < K; ++k) {
     load_row(mem, in.src0, k, row);
-    std::memcpy(&stat[static_cast<size_t>(k) * M], row.data(), M * sizeof(float));
+    for (uint32_t m = 0; m < M; ++m) stat_t[static_cast<size_t>(m) * K + k] = row[m];
     load_row(mem, in.src1, k, row);
     std::memcpy(&mov[static_cast<size_t>(k) * N], row.data(), N * sizeof(float));
   }
+  std::vector<float> res(static_cast<size_t>(M) * N);
+  matmul_kernel(stat_t.data(), mov.data(), res.data(), M, K, N);
   std::vector<float> acc(N), out;
   for (uint32_t m = 0; m < M; ++m) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (uint32_t k = 0; k < K; ++k) {
-      const float a = stat[static_cast<size_t>(k) * M + m];
-      const float* b = &mov[static_cast<size_t>(k) * N];
-      for (uint32_t n = 0; n < N; ++n) acc[n] = acc[n] + a * b[n];
-    }
+    std::memcpy(acc.data(), &res[static_cast<size_t>(m) * N], N * sizeof(float));
     if (in.accumulate) {
       load_row(mem, in.dst, m, out);
       for (uint32_t n = 0; n < N; ++n) acc[n] = out[n] + acc[n];
@@ -139,6 +223,27 @@ bool all_int(std::initializer_list<DType> ts) {
   return true;
 }
 
+// x[i] = op(x[i], y(i)) over a row, or op(y(i), x[i]) when `reverse`. The plain arithmetic
+// operators run as a loop of the one IEEE operation apply_alu_float performs for them (the
+// compiler vectorises it); every other operator calls apply_alu_float per element.
+template <typename Y>
+void alu_row(AluOp op, bool reverse, std::vector<float>& x, Y&& y) {
+  const auto loop = [&](auto f) {
+    if (reverse) {
+      for (size_t i = 0; i < x.size(); ++i) x[i] = f(y(i), x[i]);
+    } else {
+      for (size_t i = 0; i < x.size(); ++i) x[i] = f(x[i], y(i));
+    }
+  };
+  switch (op) {
+    case AluOp::kAdd: return loop([](float a, float b) { return a + b; });
+    case AluOp::kSubtract: return loop([](float a, float b) { return a - b; });
+    case AluOp::kMultiply: return loop([](float a, float b) { return a * b; });
+    case AluOp::kDivide: return loop([](float a, float b) { return a / b; });
+    default: return loop([op](float a, float b) { return apply_alu_float(op, a, b); });
+  }
+}
+
 void exec_tensor_tensor(const Instruction& in, const MemoryMap& mem) {
   if (all_int({in.dst.dtype, in.src0.dtype, in.src1.dtype})) {
     std::vector<int64_t> a, b;
@@ -154,7 +259,7 @@ void exec_tensor_tensor(const Instruction& in, const MemoryMap& mem) {
   for (uint32_t p = 0; p < in.dst.partitions; ++p) {
     load_row(mem, in.src0, p, a);
     load_row(mem, in.src1, p, b);
-    for (size_t i = 0; i < a.size(); ++i) a[i] = apply_alu_float(in.alu0, a[i], b[i]);
+    alu_row(in.alu0, false, a, [&b](size_t i) { return b[i]; });
     store_row(mem, in.dst, p, a);
   }
 }
@@ -182,12 +287,9 @@ void exec_tensor_scalar(const Instruction& in, const MemoryMap& mem) {
     load_row(mem, in.src0, p, a);
     const float s0 = scalar_value(mem, in.operand0, p);
     const float s1 = scalar_value(mem, in.operand1, p);
-    for (auto& x : a) {
-      x = in.reverse0 ? apply_alu_float(in.alu0, s0, x) : apply_alu_float(in.alu0, x, s0);
-      if (in.alu1 != AluOp::kBypass) {
-        x = in.reverse1 ? apply_alu_float(in.alu1, s1, x) : apply_alu_float(in.alu1, x, s1);
-      }
-    }
+    // Element-wise, so op0 over the row and then op1 over the row is op1(op0(x)) per element.
+    alu_row(in.alu0, in.reverse0, a, [s0](size_t) { return s0; });
+    if (in.alu1 != AluOp::kBypass) alu_row(in.alu1, in.reverse1, a, [s1](size_t) { return s1; });
     store_row(mem, in.dst, p, a);
   }
 }
@@ -239,14 +341,31 @@ void exec_tensor_reduce(const Instruction& in, const MemoryMap& mem) {
   }
 }
 
-void exec_copy(const AccessPattern& dst, const AccessPattern& src, const MemoryMap& mem) {
+// Same dtype: raw. Integer to integer (tensor_copy, `int_exact`): exact, wrapping when narrowing.
+// Otherwise through fp32, as DMA casts always are.
+void exec_copy(const AccessPattern& dst, const AccessPattern& src, const MemoryMap& mem,
+               bool int_exact) {
   if (dst.dtype == src.dtype) {  // raw element copy: exact for every type
     const size_t es = dtype_size(src.dtype);
     std::vector<uint8_t> row;
     for (uint32_t p = 0; p < dst.partitions; ++p) {
+      uint8_t* d = contiguous_row(mem, dst, p);
+      const uint8_t* s = contiguous_row(mem, src, p);
+      if (d && s) {  // memmove: the row is read before it is written, as below
+        std::memmove(d, s, src.free_elements() * es);
+        continue;
+      }
       row.resize(src.free_elements() * es);
       for_each_in_partition(mem, src, p, [&](const uint8_t* e, uint64_t i) { std::memcpy(&row[i * es], e, es); });
       for_each_in_partition(mem, dst, p, [&](uint8_t* e, uint64_t i) { std::memcpy(e, &row[i * es], es); });
+    }
+    return;
+  }
+  if (int_exact && all_int({dst.dtype, src.dtype})) {
+    std::vector<int64_t> a;
+    for (uint32_t p = 0; p < dst.partitions; ++p) {
+      load_row_int(mem, src, p, a);
+      store_row_int(mem, dst, p, a);
     }
     return;
   }
@@ -295,8 +414,7 @@ void exec_memset(const Instruction& in, const MemoryMap& mem) {
 void exec_select(const Instruction& in, const MemoryMap& mem) {
   std::vector<float> pred, t, f;
   const bool int_path = all_int({in.dst.dtype, in.src1.dtype}) &&
-                        (!in.has_src2 || is_integer(in.src2.dtype)) &&
-                        std::trunc(in.imm) == in.imm;
+                        (!in.has_src2 || is_integer(in.src2.dtype)) && imm_is_int32(in.imm);
   std::vector<int64_t> ti, fi;
   for (uint32_t p = 0; p < in.dst.partitions; ++p) {
     load_row(mem, in.src0, p, pred);
@@ -324,7 +442,7 @@ void exec_dma(const Instruction& in, const MemoryMap& mem) {
   const AccessPattern& d = in.dst;
   const size_t ses = dtype_size(s.dtype), des = dtype_size(d.dtype);
   if (s.partitions == d.partitions && s.free_elements() == d.free_elements()) {
-    exec_copy(d, s, mem);
+    exec_copy(d, s, mem, /*int_exact=*/false);
     return;
   }
   std::vector<uint8_t> flat(s.elements() * ses);
@@ -349,7 +467,7 @@ void execute(const Instruction& in, const MemoryMap& mem) {
     case Opcode::kTensorTensor: exec_tensor_tensor(in, mem); return;
     case Opcode::kTensorScalar: exec_tensor_scalar(in, mem); return;
     case Opcode::kTensorReduce: exec_tensor_reduce(in, mem); return;
-    case Opcode::kTensorCopy: exec_copy(in.dst, in.src0, mem); return;
+    case Opcode::kTensorCopy: exec_copy(in.dst, in.src0, mem, /*int_exact=*/true); return;
     case Opcode::kIota: exec_iota(in, mem); return;
     case Opcode::kMemset: exec_memset(in, mem); return;
     case Opcode::kSelect: exec_select(in, mem); return;

@@ -38,6 +38,7 @@ NeuronCore::NeuronCore(sc_core::sc_module_name name, uint32_t index, const ChipP
 
 void NeuronCore::attach_trace(sim::TraceSink* sink) {
   ctx_.sink = sink ? sink : &sim::null_trace_sink();
+  for (auto& e : engines_) e->reset_trace_tracks();
   if (!ctx_.tracing()) return;
   const std::string proc = ctx_.process_name();
   ctx_.sbuf_track = ctx_.sink->add_track({proc, "SBUF occupancy (bytes)", sim::TrackKind::kCounter, 100});

@@ -71,12 +71,19 @@ ChipParams parse_chip_params(const Config& config) {
   const double capacity_gib = r.positive("hbm.capacity_gib");
   if (capacity_gib > 4096) throw ConfigError("configuration key 'hbm.capacity_gib' must be <= 4096");
   chip.hbm.capacity_bytes = static_cast<uint64_t>(capacity_gib * (1ull << 30));
+  // Positive is not enough: a capacity that truncates to 0 bytes cannot be mapped or indexed.
+  if (chip.hbm.capacity_bytes < (1ull << 20)) {
+    throw ConfigError(fmt::format("configuration key 'hbm.capacity_gib' must be >= 1 MiB "
+                                  "(1/1024), got {}",
+                                  capacity_gib));
+  }
   chip.hbm.bandwidth_bytes_per_s = r.positive("hbm.bandwidth_gbps") * 1e9;
   chip.hbm.latency_ns = r.non_negative("hbm.latency_ns");
 
   chip.host.bandwidth_bytes_per_s = r.positive("host.bandwidth_gbps") * 1e9;
   chip.host.latency_ns = r.non_negative("host.latency_ns");
   chip.host.kernel_launch_overhead_ns = r.non_negative("host.kernel_launch_overhead_ns");
+  chip.host.cpu_fallback_overhead_ns = r.non_negative("host.cpu_fallback_overhead_ns");
 
   CoreParams& c = chip.core;
   c.sbuf.partitions = r.count("sbuf.partitions", 1, 1024);
@@ -133,6 +140,7 @@ ChipParams parse_chip_params(const Config& config) {
   d.queues = r.count("dma.queues", 1, 256);
   d.engine_bandwidth_bytes_per_s = r.positive("dma.engine_bandwidth_gbps") * 1e9;
   d.partitions_per_engine = r.count("dma.partitions_per_engine", 1, 1024);
+  d.packet_bytes = r.count("dma.packet_bytes", 1, 1 << 30);
   d.descriptor_overhead_ns = r.non_negative("dma.descriptor_overhead_ns");
   d.launch_latency_ns = r.non_negative("dma.launch_latency_ns");
   return chip;

@@ -1,5 +1,8 @@
 #include "neuronsim/device/program_json.h"
 
+#include <cmath>
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "neuronsim/device/errors.h"
@@ -18,13 +21,26 @@ T get_number(const json& j, const std::string& path, T lo, T hi) {
   if (!j.is_number()) bad(path, "expected a number");
   if constexpr (std::is_integral_v<T>) {
     if (!j.is_number_integer()) bad(path, "expected an integer");
+    // Non-negative literals parse as uint64: read them as such, or 2^64-1 would pass as -1.
+    if (j.is_number_unsigned()) {
+      const auto u = j.get<uint64_t>();
+      if (hi < 0 || u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo))) {
+        bad(path, fmt::format("{} is out of range [{}, {}]", u, lo, hi));
+      }
+      return static_cast<T>(u);
+    }
     const auto v = j.get<int64_t>();
     if (v < static_cast<int64_t>(lo) || v > static_cast<int64_t>(hi)) {
       bad(path, fmt::format("{} is out of range [{}, {}]", v, lo, hi));
     }
     return static_cast<T>(v);
   } else {
-    return j.get<T>();
+    // A double beyond the float range would silently become inf.
+    const double v = j.get<double>();
+    if (!std::isfinite(v) || std::fabs(v) > std::numeric_limits<T>::max()) {
+      bad(path, fmt::format("{} is out of range for fp32", v));
+    }
+    return static_cast<T>(v);
   }
 }
 
@@ -56,7 +72,7 @@ json scalar_to_json(const ScalarOperand& s) {
 ScalarOperand scalar_from_json(const json& j, const std::string& path) {
   ScalarOperand s;
   if (j.is_number()) {
-    s.imm = j.get<float>();
+    s.imm = get_number<float>(j, path, 0, 0);
   } else if (j.is_object()) {
     s.from_ap = true;
     s.ap = access_pattern_from_json(j, path);
@@ -64,6 +80,27 @@ ScalarOperand scalar_from_json(const json& j, const std::string& path) {
     bad(path, "expected a number or an access pattern object");
   }
   return s;
+}
+
+// Fields without a meaningful default: a missing operand would silently read or write
+// sbuf[0:1]+0 as fp32, a missing semaphore would use semaphore 0.
+std::vector<std::string_view> required_fields(Opcode op) {
+  switch (op) {
+    case Opcode::kMatmul:
+    case Opcode::kTensorTensor:
+    case Opcode::kSelect: return {"dst", "src0", "src1"};
+    case Opcode::kActivation: return {"dst", "src0", "func"};
+    case Opcode::kTensorReduce: return {"dst", "src0", "reduce"};
+    case Opcode::kTranspose:
+    case Opcode::kTensorScalar:
+    case Opcode::kTensorCopy:
+    case Opcode::kDmaCopy: return {"dst", "src0"};
+    case Opcode::kIota:
+    case Opcode::kMemset: return {"dst"};
+    case Opcode::kSemWait:
+    case Opcode::kSemSignal: return {"sem", "value"};
+  }
+  return {};
 }
 
 }  // namespace
@@ -87,6 +124,10 @@ json access_pattern_to_json(const AccessPattern& ap) {
 
 AccessPattern access_pattern_from_json(const json& j, const std::string& path) {
   if (!j.is_object()) bad(path, "expected an access pattern object");
+  // No silent defaults for what the tensor is; start, offset, strides and dims default to zero.
+  for (const char* key : {"space", "dtype", "partitions"}) {
+    if (!j.contains(key)) bad(path, fmt::format("missing \"{}\"", key));
+  }
   AccessPattern ap;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string p = path + "." + it.key();
@@ -198,7 +239,8 @@ Program program_from_json(const json& j) {
       for (auto s = it->begin(); s != it->end(); ++s) {
         const std::string sp = "streams." + s.key();
         auto id = parse_stream_id(s.key());
-        if (!id) {
+        // Only the canonical spelling: "dma07" and "dma7" would silently merge into one stream.
+        if (!id || id->name() != s.key()) {
           bad(sp, "unknown stream name (tensor, vector, scalar, gpsimd, dma0 ... dma15)");
         }
         if (!s->is_array()) bad(sp, "expected an array of instructions");
@@ -210,6 +252,11 @@ Program program_from_json(const json& j) {
           if (!o.contains("op")) bad(p, "missing \"op\"");
           Instruction in;
           in.op = get_enum<Opcode>(o["op"], p + ".op", parse_opcode, "opcode");
+          for (std::string_view key : required_fields(in.op)) {
+            if (!o.contains(key)) {
+              bad(p, fmt::format("missing \"{}\" (required by {})", key, opcode_name(in.op)));
+            }
+          }
           for (auto f = o.begin(); f != o.end(); ++f) {
             const std::string& fk = f.key();
             const std::string fp = p + "." + fk;
@@ -257,7 +304,7 @@ Program parse_program(std::string_view text) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for e.g. 1e400
     throw ProgramFormatError(fmt::format("not valid JSON: {}", e.what()));
   }
   return program_from_json(j);

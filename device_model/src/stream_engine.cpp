@@ -71,7 +71,8 @@ void StreamEngine::thread() {
           ++executed_;
         }
       }
-      if (!ctx_.abort) finish_ = drain();
+      // An aborted stream's issued instructions still complete; the next run starts after them.
+      finish_ = drain();
     } catch (...) {
       if (!ctx_.error) ctx_.error = std::current_exception();
       ctx_.abort = true;

@@ -25,6 +25,8 @@ class StreamEngine : public sc_core::sc_module {
   uint64_t executed() const { return executed_; }
   /// For deadlock reports: what the engine is blocked on.
   std::string blocked_reason() const;
+  /// A new trace sink was attached: forget the track ids created in the previous one.
+  virtual void reset_trace_tracks() {}
 
  protected:
   /// Runs one data instruction. The thread's time is the issue time; implementations advance it.

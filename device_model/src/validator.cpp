@@ -6,16 +6,28 @@
 
 #include "neuronsim/device/errors.h"
 
+// An AP formats as AccessPattern::to_string(), so a failure detail can name it without building the
+// string for every check that passes.
+template <>
+struct fmt::formatter<neuronsim::device::AccessPattern> : fmt::formatter<std::string_view> {
+  template <typename FormatContext>
+  auto format(const neuronsim::device::AccessPattern& ap, FormatContext& ctx) const {
+    return fmt::formatter<std::string_view>::format(ap.to_string(), ctx);
+  }
+};
+
 namespace neuronsim::device {
 namespace {
 
 const std::vector<std::string_view> kRules = {
+    "stream-id",             // unknown engine code, or a queue index on a compute-engine stream
+                             // (the device runs neither: their instructions would be dropped)
     "stream-duplicate",      // two streams with the same engine/queue
     "dma-queue-range",       // DMA queue index >= dma.queues
     "engine-opcode",         // opcode not executable on this engine
     "semaphore-range",       // semaphore index >= semaphores.count
     "semaphore-value",       // negative wait target or non-positive signal increment
-    "ap-shape",              // > 4 free dims, a zero size, zero partitions
+    "ap-shape",              // > 4 free dims, a zero size, zero partitions, > 2^63 bytes
     "partition-range",       // SBUF/PSUM partitions beyond the memory
     "partition-start-alignment",  // ARCH-v2 start rules for compute engines
     "sbuf-bounds",           // bytes outside a partition of SBUF
@@ -45,19 +57,39 @@ class Checker {
     throw ValidationError(static_cast<int64_t>(index_), s_.id.name(), std::string(opcode_name(in_.op)),
                           std::string(rule), detail);
   }
-  void require(bool ok, std::string_view rule, const std::string& detail) const {
-    if (!ok) fail(rule, detail);
+  void require(bool ok, std::string_view rule, std::string_view detail) const {
+    if (!ok) fail(rule, std::string(detail));
+  }
+  // Formats the detail only when the check fails: validation runs on every submit, and eager
+  // formatting used to dominate the host time of timing-only runs.
+  template <typename... Args>
+  void require(bool ok, std::string_view rule, fmt::format_string<Args...> detail,
+               Args&&... args) const {
+    if (!ok) fail(rule, fmt::format(detail, std::forward<Args>(args)...));
   }
 
   void check_ap(const AccessPattern& ap, std::string_view role) const {
-    require(ap.ndims <= kMaxFreeDims, "ap-shape",
-            fmt::format("{} has {} free dims; at most {}", role, ap.ndims, kMaxFreeDims));
-    require(ap.partitions > 0, "ap-shape", fmt::format("{} has zero partitions", role));
+    require(ap.ndims <= kMaxFreeDims, "ap-shape", "{} has {} free dims; at most {}", role, ap.ndims,
+            kMaxFreeDims);
+    require(ap.partitions > 0, "ap-shape", "{} has zero partitions", role);
     for (int k = 0; k < ap.ndims; ++k) {
-      require(ap.dims[k].size > 0, "ap-shape", fmt::format("{} free dim {} has size 0", role, k));
+      require(ap.dims[k].size > 0, "ap-shape", "{} free dim {} has size 0", role, k);
     }
     require(static_cast<uint8_t>(ap.dtype) <= static_cast<uint8_t>(DType::kUint8), "dtype-support",
-            fmt::format("{} has an unknown dtype code", role));
+            "{} has an unknown dtype code {}", role, static_cast<int>(ap.dtype));
+    // Element and byte counts are uint64 from here on (shape checks, executors, cost models): a
+    // count that wrapped would compare equal to a small one.
+    uint64_t n = dtype_size(ap.dtype);
+    bool fits = !__builtin_mul_overflow(n, uint64_t{ap.partitions}, &n);
+    for (int k = 0; k < ap.ndims; ++k) {
+      fits = fits && !__builtin_mul_overflow(n, uint64_t{ap.dims[k].size}, &n);
+    }
+    if (!fits || n > static_cast<uint64_t>(INT64_MAX)) {
+      std::string sizes;
+      for (int k = 0; k < ap.ndims; ++k) sizes += fmt::format("{}{}", k ? " x " : "", ap.dims[k].size);
+      fail("ap-shape", fmt::format("{} has {} partitions x [{}] {} elements: more than 2^63 bytes",
+                                   role, ap.partitions, sizes, dtype_name(ap.dtype)));
+    }
     const auto span = ap.byte_span();
     switch (ap.space) {
       case MemSpace::kSbuf:
@@ -66,32 +98,31 @@ class Checker {
         const uint32_t parts = sbuf ? core_.sbuf.partitions : core_.psum.partitions;
         const uint64_t pbytes = sbuf ? core_.sbuf.partition_bytes : core_.psum.partition_bytes;
         require(static_cast<uint64_t>(ap.start_partition) + ap.partitions <= parts,
-                "partition-range",
-                fmt::format("{} uses partitions [{}, {}) of {} {}", role, ap.start_partition,
-                            static_cast<uint64_t>(ap.start_partition) + ap.partitions,
-                            mem_space_name(ap.space), parts));
+                "partition-range", "{} uses partitions [{}, {}) of {} {}", role, ap.start_partition,
+                static_cast<uint64_t>(ap.start_partition) + ap.partitions, mem_space_name(ap.space),
+                parts);
         require(span.lo >= 0 && static_cast<uint64_t>(span.hi) <= pbytes,
                 sbuf ? "sbuf-bounds" : "psum-bounds",
-                fmt::format("{} touches bytes [{}, {}) of each partition; {} has {} bytes per "
-                            "partition",
-                            role, span.lo, span.hi, mem_space_name(ap.space), pbytes));
+                "{} touches bytes [{}, {}) of each partition; {} has {} bytes per "
+                "partition ({})",
+                role, span.lo, span.hi, mem_space_name(ap.space), pbytes, ap);
         break;
       }
       case MemSpace::kHbm: {
         require(span.lo >= 0 && static_cast<uint64_t>(span.hi) <= ctx_.hbm_capacity, "hbm-bounds",
-                fmt::format("{} touches HBM bytes [{:#x}, {:#x}); HBM capacity is {:#x}", role,
-                            span.lo, span.hi, ctx_.hbm_capacity));
+                "{} touches HBM bytes [{:#x}, {:#x}); HBM capacity is {:#x} ({})", role, span.lo,
+                span.hi, ctx_.hbm_capacity, ap);
         if (ctx_.hbm_range_valid) {
           require(ctx_.hbm_range_valid(static_cast<uint64_t>(span.lo),
                                        static_cast<uint64_t>(span.hi - span.lo)),
-                  "hbm-bounds",
-                  fmt::format("{} touches HBM bytes [{:#x}, {:#x}) outside any allocation", role,
-                              span.lo, span.hi));
+                  "hbm-bounds", "{} touches HBM bytes [{:#x}, {:#x}) outside any allocation", role,
+                  span.lo, span.hi);
         }
         break;
       }
       default:
-        fail("memory-space", fmt::format("{} has an unknown memory space code", role));
+        fail("memory-space",
+             fmt::format("{} has an unknown memory space code {}", role, static_cast<int>(ap.space)));
     }
   }
 
@@ -100,18 +131,18 @@ class Checker {
     if (ap.space == MemSpace::kHbm) return;
     const uint32_t P = ap.partitions, s = ap.start_partition;
     const bool ok = P > 64 ? s == 0 : (P > 32 ? (s == 0 || s == 64) : (s % 32 == 0));
-    require(ok, "partition-start-alignment",
-            fmt::format("{} starts at partition {} with {} partitions; {}", role, s, P,
-                        P > 64 ? "must start at 0"
-                               : (P > 32 ? "must start at 0 or 64" : "must start at 0, 32, 64 or 96")));
+    require(ok, "partition-start-alignment", "{} starts at partition {} with {} partitions; {}",
+            role, s, P,
+            P > 64 ? "must start at 0"
+                   : (P > 32 ? "must start at 0 or 64" : "must start at 0, 32, 64 or 96"));
   }
 
   void on_chip(const AccessPattern& ap, std::string_view role) const {
     require(ap.space != MemSpace::kHbm, "memory-space",
-            fmt::format("{} is in HBM; compute engines access only SBUF and PSUM", role));
+            "{} is in HBM; compute engines access only SBUF and PSUM", role);
     if (s_.id.engine == EngineKind::kGpSimd) {
       require(ap.space != MemSpace::kPsum, "memory-space",
-              fmt::format("{} is in PSUM; GpSimdE cannot access PSUM", role));
+              "{} is in PSUM; GpSimdE cannot access PSUM", role);
     }
   }
 
@@ -123,52 +154,50 @@ class Checker {
       const uint64_t limit = ap.space == MemSpace::kPsum ? core_.vector.max_free_elements_psum
                                                          : core_.vector.max_free_elements_sbuf;
       require(ap.free_elements() <= limit, "free-size-limit",
-              fmt::format("{} has {} elements per partition; VectorE allows {} in {}", role,
-                          ap.free_elements(), limit, mem_space_name(ap.space)));
+              "{} has {} elements per partition; VectorE allows {} in {}", role, ap.free_elements(),
+              limit, mem_space_name(ap.space));
     }
   }
 
   void same_shape(const AccessPattern& a, std::string_view ra, const AccessPattern& b,
                   std::string_view rb) const {
     require(a.partitions == b.partitions && a.free_elements() == b.free_elements(),
-            "shape-mismatch",
-            fmt::format("{} is [{}, {}] but {} is [{}, {}]", ra, a.partitions, a.free_elements(),
-                        rb, b.partitions, b.free_elements()));
+            "shape-mismatch", "{} is [{}, {}] but {} is [{}, {}]", ra, a.partitions,
+            a.free_elements(), rb, b.partitions, b.free_elements());
   }
 
   void scalar_operand(const ScalarOperand& s, std::string_view role) const {
     if (!s.from_ap) return;
     compute_operand(s.ap, role);
     require(s.ap.partitions == in_.src0.partitions && s.ap.free_elements() == 1,
-            "scalar-operand-shape",
-            fmt::format("{} must be [{}, 1] (one value per partition), got [{}, {}]", role,
-                        in_.src0.partitions, s.ap.partitions, s.ap.free_elements()));
+            "scalar-operand-shape", "{} must be [{}, 1] (one value per partition), got [{}, {}]",
+            role, in_.src0.partitions, s.ap.partitions, s.ap.free_elements());
   }
 
   void check_alu(AluOp op, std::string_view role, bool integer_operands) const {
     require(static_cast<uint8_t>(op) <= static_cast<uint8_t>(AluOp::kShiftRight), "alu-op",
-            fmt::format("{} has an unknown operator code", role));
+            "{} has an unknown operator code {}", role, static_cast<int>(op));
     if (alu_op_is_bitwise(op)) {
-      require(integer_operands, "alu-op",
-              fmt::format("{} '{}' needs integer operands", role, alu_op_name(op)));
+      require(integer_operands, "alu-op", "{} '{}' needs integer operands", role, alu_op_name(op));
     }
   }
 
   void run() const {
-    require(engine_supports(s_.id.engine, in_.op), "engine-opcode",
-            fmt::format("{} cannot execute {}", s_.id.display_name(), opcode_name(in_.op)));
+    require(static_cast<uint8_t>(in_.op) < kOpcodeCount, "engine-opcode", "unknown opcode code {}",
+            static_cast<int>(in_.op));
+    require(engine_supports(s_.id.engine, in_.op), "engine-opcode", "{} cannot execute {}",
+            s_.id.display_name(), opcode_name(in_.op));
     switch (in_.op) {
       case Opcode::kSemWait:
       case Opcode::kSemSignal:
         require(in_.sem < core_.semaphores, "semaphore-range",
-                fmt::format("semaphore {} does not exist; the core has {}", in_.sem,
-                            core_.semaphores));
+                "semaphore {} does not exist; the core has {}", in_.sem, core_.semaphores);
         if (in_.op == Opcode::kSemWait) {
-          require(in_.sem_value >= 0, "semaphore-value",
-                  fmt::format("wait target {} is negative", in_.sem_value));
+          require(in_.sem_value >= 0, "semaphore-value", "wait target {} is negative",
+                  in_.sem_value);
         } else {
-          require(in_.sem_value > 0, "semaphore-value",
-                  fmt::format("signal increment {} must be positive", in_.sem_value));
+          require(in_.sem_value > 0, "semaphore-value", "signal increment {} must be positive",
+                  in_.sem_value);
         }
         return;
       case Opcode::kMatmul: return matmul();
@@ -203,22 +232,22 @@ class Checker {
         compute_operand(in_.dst, "dst");
         compute_operand(in_.src0, "src0");
         require(in_.reduce_axes >= 1 && in_.reduce_axes <= in_.src0.ndims, "reduce-axes",
-                fmt::format("reduce_axes {} must be in [1, {}] (src0 free dims)", in_.reduce_axes,
-                            in_.src0.ndims));
+                "reduce_axes {} must be in [1, {}] (src0 free dims)", in_.reduce_axes,
+                in_.src0.ndims);
         require(static_cast<uint8_t>(in_.reduce) <= static_cast<uint8_t>(ReduceOp::kMultiply),
-                "alu-op", "unknown reduce operator code");
+                "alu-op", "unknown reduce operator code {}", static_cast<int>(in_.reduce));
         uint64_t inner = 1;
         for (int k = in_.src0.ndims - in_.reduce_axes; k < in_.src0.ndims; ++k) {
           inner *= in_.src0.dims[k].size;
         }
+        // Divide rather than multiply: dst.free_elements() * inner may wrap.
         require(in_.dst.partitions == in_.src0.partitions &&
-                    in_.dst.free_elements() * inner == in_.src0.free_elements(),
+                    in_.src0.free_elements() / inner == in_.dst.free_elements(),
                 "shape-mismatch",
-                fmt::format("dst is [{}, {}] but reducing {} innermost axes of src0 [{}, {}] "
-                            "gives [{}, {}]",
-                            in_.dst.partitions, in_.dst.free_elements(), in_.reduce_axes,
-                            in_.src0.partitions, in_.src0.free_elements(), in_.src0.partitions,
-                            in_.src0.free_elements() / inner));
+                "dst is [{}, {}] but reducing {} innermost axes of src0 [{}, {}] "
+                "gives [{}, {}]",
+                in_.dst.partitions, in_.dst.free_elements(), in_.reduce_axes, in_.src0.partitions,
+                in_.src0.free_elements(), in_.src0.partitions, in_.src0.free_elements() / inner);
         return;
       }
       case Opcode::kTensorCopy:
@@ -261,36 +290,30 @@ class Checker {
     check_alignment(d, "dst");
     auto mm_dtype = [](DType t) { return is_float(t); };
     require(mm_dtype(st.dtype) && mm_dtype(mv.dtype), "dtype-support",
-            fmt::format("matmul inputs must be fp8/bf16/fp16/fp32, got {} and {}",
-                        dtype_name(st.dtype), dtype_name(mv.dtype)));
+            "matmul inputs must be fp8/bf16/fp16/fp32, got {} and {}", dtype_name(st.dtype),
+            dtype_name(mv.dtype));
     require((st.dtype == DType::kFp32) == (mv.dtype == DType::kFp32), "dtype-support",
-            fmt::format("an fp32 matmul input must pair with fp32, got {} and {}",
-                        dtype_name(st.dtype), dtype_name(mv.dtype)));
+            "an fp32 matmul input must pair with fp32, got {} and {}", dtype_name(st.dtype),
+            dtype_name(mv.dtype));
     require(d.dtype == DType::kFp32, "dtype-support",
-            fmt::format("matmul accumulates in fp32 PSUM; dst must be fp32, got {}",
-                        dtype_name(d.dtype)));
+            "matmul accumulates in fp32 PSUM; dst must be fp32, got {}", dtype_name(d.dtype));
     require(st.partitions <= core_.tensor.rows, "matmul-contraction",
-            fmt::format("contraction (partitions) {} exceeds the {} PE rows", st.partitions,
-                        core_.tensor.rows));
+            "contraction (partitions) {} exceeds the {} PE rows", st.partitions, core_.tensor.rows);
     require(st.partitions == mv.partitions, "matmul-contraction",
-            fmt::format("stationary has {} partitions but moving has {}", st.partitions,
-                        mv.partitions));
+            "stationary has {} partitions but moving has {}", st.partitions, mv.partitions);
     require(st.free_elements() <= core_.tensor.columns, "matmul-stationary-size",
-            fmt::format("stationary free size {} exceeds the {} PE columns", st.free_elements(),
-                        core_.tensor.columns));
+            "stationary free size {} exceeds the {} PE columns", st.free_elements(),
+            core_.tensor.columns);
     require(mv.free_elements() <= core_.tensor.moving_free_max, "matmul-moving-size",
-            fmt::format("moving free size {} exceeds {}", mv.free_elements(),
-                        core_.tensor.moving_free_max));
+            "moving free size {} exceeds {}", mv.free_elements(), core_.tensor.moving_free_max);
     require(d.partitions == st.free_elements() && d.free_elements() == mv.free_elements(),
-            "shape-mismatch",
-            fmt::format("dst must be [{}, {}] (stationary free x moving free), got [{}, {}]",
-                        st.free_elements(), mv.free_elements(), d.partitions, d.free_elements()));
+            "shape-mismatch", "dst must be [{}, {}] (stationary free x moving free), got [{}, {}]",
+            st.free_elements(), mv.free_elements(), d.partitions, d.free_elements());
     const auto span = d.byte_span();
     const uint64_t bank = core_.psum.bank_bytes();
     require(static_cast<uint64_t>(span.lo) / bank == static_cast<uint64_t>(span.hi - 1) / bank,
-            "psum-bank",
-            fmt::format("dst bytes [{}, {}) cross a PSUM bank boundary (banks of {} bytes)",
-                        span.lo, span.hi, bank));
+            "psum-bank", "dst bytes [{}, {}) cross a PSUM bank boundary (banks of {} bytes)",
+            span.lo, span.hi, bank);
   }
 
   void transpose() const {
@@ -302,20 +325,18 @@ class Checker {
     check_alignment(in_.dst, "dst");
     require(in_.src0.partitions <= core_.tensor.rows &&
                 in_.src0.free_elements() <= core_.tensor.columns,
-            "matmul-stationary-size",
-            fmt::format("transpose input [{}, {}] exceeds the {}x{} PE array", in_.src0.partitions,
-                        in_.src0.free_elements(), core_.tensor.rows, core_.tensor.columns));
+            "matmul-stationary-size", "transpose input [{}, {}] exceeds the {}x{} PE array",
+            in_.src0.partitions, in_.src0.free_elements(), core_.tensor.rows, core_.tensor.columns);
     require(in_.dst.partitions == in_.src0.free_elements() &&
                 in_.dst.free_elements() == in_.src0.partitions,
-            "shape-mismatch",
-            fmt::format("dst must be [{}, {}], got [{}, {}]", in_.src0.free_elements(),
-                        in_.src0.partitions, in_.dst.partitions, in_.dst.free_elements()));
+            "shape-mismatch", "dst must be [{}, {}], got [{}, {}]", in_.src0.free_elements(),
+            in_.src0.partitions, in_.dst.partitions, in_.dst.free_elements());
     require(is_float(in_.src0.dtype) &&
                 (in_.dst.dtype == DType::kFp32 || in_.dst.dtype == in_.src0.dtype),
             "dtype-support",
-            fmt::format("transpose takes a float input and writes fp32 or the input type, got "
-                        "{} -> {}",
-                        dtype_name(in_.src0.dtype), dtype_name(in_.dst.dtype)));
+            "transpose takes a float input and writes fp32 or the input type, got "
+            "{} -> {}",
+            dtype_name(in_.src0.dtype), dtype_name(in_.dst.dtype));
   }
 
   void activation() const {
@@ -323,15 +344,15 @@ class Checker {
     compute_operand(in_.src0, "src0");
     same_shape(in_.dst, "dst", in_.src0, "src0");
     require(static_cast<uint8_t>(in_.func) <= static_cast<uint8_t>(ActFunc::kSiluDx),
-            "activation-function", "unknown activation function code");
+            "activation-function", "unknown activation function code {}",
+            static_cast<int>(in_.func));
     scalar_operand(in_.operand0, "scale (operand0)");
     scalar_operand(in_.operand1, "bias (operand1)");
     if (in_.has_acc_dst) {
       compute_operand(in_.acc_dst, "acc_dst");
       require(in_.acc_dst.partitions == in_.src0.partitions && in_.acc_dst.free_elements() == 1,
-              "scalar-operand-shape",
-              fmt::format("acc_dst must be [{}, 1], got [{}, {}]", in_.src0.partitions,
-                          in_.acc_dst.partitions, in_.acc_dst.free_elements()));
+              "scalar-operand-shape", "acc_dst must be [{}, 1], got [{}, {}]", in_.src0.partitions,
+              in_.acc_dst.partitions, in_.acc_dst.free_elements());
     }
   }
 
@@ -341,8 +362,7 @@ class Checker {
     require(in_.src0.space != MemSpace::kPsum && in_.dst.space != MemSpace::kPsum,
             "memory-space", "DMA moves data between HBM and SBUF; it cannot access PSUM");
     require(in_.src0.elements() == in_.dst.elements(), "shape-mismatch",
-            fmt::format("src0 has {} elements but dst has {}", in_.src0.elements(),
-                        in_.dst.elements()));
+            "src0 has {} elements but dst has {}", in_.src0.elements(), in_.dst.elements());
   }
 
  private:
@@ -360,6 +380,17 @@ const std::vector<std::string_view>& validation_rules() { return kRules; }
 void validate(const Program& program, const ValidationContext& ctx) {
   std::set<std::string> seen;
   for (const Stream& s : program.streams) {
+    if (s.id.engine > EngineKind::kDma) {
+      throw ValidationError(-1, s.id.name(), "-", "stream-id",
+                            fmt::format("engine code {} is not an engine (tensor, vector, scalar, "
+                                        "gpsimd, dma)",
+                                        static_cast<int>(s.id.engine)));
+    }
+    if (s.id.engine != EngineKind::kDma && s.id.queue != 0) {
+      throw ValidationError(-1, s.id.name(), "-", "stream-id",
+                            fmt::format("{} has no queues, but this stream names queue {}",
+                                        s.id.display_name(), s.id.queue));
+    }
     if (!seen.insert(s.id.name()).second) {
       throw ValidationError(-1, s.id.name(), "-", "stream-duplicate",
                             "the program has two streams for " + s.id.display_name());

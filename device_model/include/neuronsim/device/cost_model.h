@@ -34,8 +34,9 @@ struct DmaTransferShape {
   double hbm_bytes = 0;    // bytes read from plus written to HBM
   uint32_t engines = 1;    // DMA engines that share the transfer
   uint64_t descriptors = 1;  // contiguous chunks (one descriptor each)
+  uint64_t packets = 1;      // descriptors cut into dma.packet_bytes pieces
   double cap_bytes_per_s = 0;  // engines x per-engine bandwidth
-  double descriptor_time_ns = 0;  // descriptor processing on the busiest engine
+  double descriptor_time_ns = 0;  // packet processing on the busiest engine
   bool touches_hbm() const { return hbm_bytes > 0; }
 };
 

@@ -79,6 +79,14 @@ class Device {
   /// submit + run for one core.
   RunResult run(uint32_t core, const Program& program);
 
+  /// A copy between host memory and a core's HBM over the host link (PCIe), through the DMA
+  /// fabric (it shares the HBM stack's bandwidth). Runs until the device is idle; the data itself
+  /// is moved by the caller (HBM is host-addressable).
+  struct HostCopy {
+    sim::SimTime start, end;
+  };
+  HostCopy host_copy(uint32_t core, uint64_t bytes, bool to_device, uint64_t hbm_address);
+
   /// Advances the simulated clock with nothing running (host-side gaps, e.g. launch overhead).
   void advance(sim::SimTime delta);
   sim::SimTime now() const;

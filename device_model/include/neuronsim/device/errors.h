@@ -50,6 +50,9 @@ class DeadlockError : public Error {
 class OutOfMemoryError : public Error {
  public:
   OutOfMemoryError(uint64_t requested, uint64_t free, uint64_t capacity, const std::string& where);
+  /// With a complete message (`full_message` is true).
+  OutOfMemoryError(uint64_t requested, uint64_t free, uint64_t capacity, const std::string& message,
+                   bool full_message);
   uint64_t requested() const { return requested_; }
   uint64_t free_bytes() const { return free_; }
   uint64_t capacity() const { return capacity_; }

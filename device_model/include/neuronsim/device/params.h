@@ -61,7 +61,8 @@ struct DmaParams {
   uint32_t queues;
   double engine_bandwidth_bytes_per_s;  // dma.engine_bandwidth_gbps
   uint32_t partitions_per_engine;
-  double descriptor_overhead_ns;
+  uint32_t packet_bytes;          // dma.packet_bytes: descriptors are processed in packets
+  double descriptor_overhead_ns;  // per packet
   double launch_latency_ns;
 };
 
@@ -75,6 +76,7 @@ struct HostParams {
   double bandwidth_bytes_per_s;
   double latency_ns;
   double kernel_launch_overhead_ns;
+  double cpu_fallback_overhead_ns;
 };
 
 /// Everything one NeuronCore needs.

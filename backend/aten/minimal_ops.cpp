@@ -1,0 +1,168 @@
+// The ops every PrivateUse1 device needs (PYTORCH-BACKEND.md 2.1): factories, metadata-only
+// views, storage rebinding, copies across the host link and .item(). Copies cost simulated time
+// through the DMA model; views never copy.
+#include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/as_strided_cpu_dispatch.h>
+#include <ATen/ops/set_cpu_dispatch.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "aten/native_boxed.h"
+#include "aten/tensor_desc.h"
+#include "neuronsim/kernels/elementwise.h"
+#include "runtime/context.h"
+#include "runtime/hooks.h"
+#include "runtime/op_tracking.h"
+
+namespace neuronsim::backend {
+namespace {
+
+constexpr c10::DispatchKeySet kNeuronKeys(c10::DispatchKey::PrivateUse1);
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout, std::optional<c10::Device> device,
+                               std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  const auto dev = c10::device_or_default(device);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "neuron tensors must be strided");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "Only dense CPU tensors can be pinned");
+  const c10::DeviceGuard guard(dev);
+  return at::detail::empty_generic(size, c10::GetAllocator(c10::DeviceType::PrivateUse1),
+                                   kNeuronKeys, c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  const auto dev = c10::device_or_default(device);
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "neuron tensors must be strided");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "Only dense CPU tensors can be pinned");
+  const c10::DeviceGuard guard(dev);
+  return at::detail::empty_strided_generic(size, stride,
+                                           c10::GetAllocator(c10::DeviceType::PrivateUse1),
+                                           kNeuronKeys, c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size, c10::SymIntArrayRef stride,
+                      std::optional<c10::SymInt> storage_offset) {
+  return at::cpu::as_strided_symint(self, size, stride, std::move(storage_offset));
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
+                         c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
+                         std::optional<at::MemoryFormat> memory_format) {
+  return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), memory_format);
+}
+
+uint64_t payload_bytes(const at::Tensor& t) { return t.numel() * t.element_size(); }
+
+// All copies that involve a neuron tensor land here (copy_, .to, .cpu(), the fallback).
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst.defined(), "copy between undefined tensors");
+  const bool src_dev = self.device().is_privateuseone(), dst_dev = dst.device().is_privateuseone();
+  if (self.numel() == 0) return dst;
+  if (src_dev && dst_dev) {
+    cpu_view(dst).copy_(cpu_view(self));
+    const auto program = with_runtime([&](runtime::Runtime& r) {
+      return kernels::build_copy("copy", describe(self), describe(dst), r.device().params().core);
+    });
+    launch_timing(dst.device(), {program});
+    if (!in_fallback()) OpTracker::get().record_native("aten::copy_", false);
+    return dst;
+  }
+  if (dst_dev) {  // host -> device
+    cpu_view(dst).copy_(self);
+    const bool async = non_blocking && is_pinned_host_pointer(self.storage().data());
+    with_runtime([&](runtime::Runtime& r) {
+      r.copy_host(static_cast<uint32_t>(dst.device().index()), current_stream(dst.device().index()).id(),
+                  payload_bytes(dst), true, r.hbm_address(dst.data_ptr()), async);
+      return 0;
+    });
+    return dst;
+  }
+  // device -> host: waits for the device, then the copy.
+  with_runtime([&](runtime::Runtime& r) {
+    const bool async = non_blocking && is_pinned_host_pointer(dst.storage().data());
+    if (!async) r.synchronize();
+    r.copy_host(static_cast<uint32_t>(self.device().index()), current_stream(self.device().index()).id(),
+                payload_bytes(self), false, r.hbm_address(self.data_ptr()), async);
+    return 0;
+  });
+  dst.copy_(cpu_view(self));
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  at::native::resize_(dst, self.sizes(), std::nullopt);
+  return copy_from(self, dst, false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  with_runtime([&](runtime::Runtime& r) {
+    r.synchronize();
+    r.copy_host(static_cast<uint32_t>(self.device().index()), current_stream(self.device().index()).id(),
+                self.element_size(), false, r.hbm_address(self.data_ptr()), false);
+    return 0;
+  });
+  return at::_local_scalar_dense(cpu_view(self));
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return at::native::set_tensor_(self, source);
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, at::Storage source) {
+  return at::native::set_(self, source);
+}
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, at::Storage storage, c10::SymInt offset,
+                                      c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::cpu::set__symint(self, storage, offset, size, stride);
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  return at::cpu::set_(self);
+}
+
+void record_stream(at::Tensor&, c10::Stream) {
+  // Work completes in launch order on the simulated clock (see device_allocator.cpp).
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty_memory_format);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", as_strided);
+  m.impl("view", view);
+  m.impl("_reshape_alias", reshape_alias);
+  m.impl("resize_", resize);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
+  m.impl("set_", set_empty);
+  m.impl("record_stream", record_stream);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&neuron_cpu_fallback>());
+}
+
+}  // namespace neuronsim::backend

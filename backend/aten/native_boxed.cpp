@@ -1,0 +1,300 @@
+#include "aten/native_boxed.h"
+
+#include <ATen/ATen.h>
+#include <ATen/native/CPUFallback.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "aten/tensor_desc.h"
+#include "runtime/context.h"
+#include "runtime/op_tracking.h"
+
+namespace neuronsim::backend {
+
+std::string timing_key_of(const std::string& name);
+
+namespace {
+
+thread_local int t_fallback_depth = 0;
+
+struct NativeEntry {
+  TimingBuilder timing;
+  SupportCheck supports;
+};
+
+std::unordered_map<std::string, NativeEntry>& registry() {
+  static std::unordered_map<std::string, NativeEntry> r;
+  return r;
+}
+
+bool exact_64bit() {
+  const char* v = std::getenv("NEURON_SIM_EXACT_64BIT");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+bool is_neuron(const at::Tensor& t) { return t.defined() && t.device().is_privateuseone(); }
+
+// Calls fn on every tensor inside an IValue (tensor, tensor list, optional-tensor list).
+template <typename Fn>
+void for_each_tensor(const c10::IValue& v, Fn&& fn) {
+  if (v.isTensor()) {
+    fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) fn(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor()) fn(e.toTensor());
+    }
+  }
+}
+
+// 64-bit data computed at 32 bits: the value the device would hold.
+at::Tensor round_to_32(const at::Tensor& t) {
+  if (t.scalar_type() == at::kDouble) return t.to(at::kFloat).to(at::kDouble);
+  if (t.scalar_type() == at::kLong) return t.to(at::kInt).to(at::kLong);
+  return t;
+}
+
+struct CpuArg {
+  at::Tensor device;  // the original device tensor
+  at::Tensor cpu;     // what the CPU kernel sees
+  bool copied = false;  // cpu is not an alias of device memory (64-bit rounding, empty out)
+};
+
+at::Tensor to_cpu(const at::Tensor& t, bool emulate64, std::vector<CpuArg>& seen, bool* any64) {
+  if (!is_neuron(t)) return t;
+  CpuArg a{t, cpu_view(t), false};
+  if (emulate64 && is_64bit(t.scalar_type())) {
+    a.cpu = round_to_32(a.cpu);
+    a.copied = true;
+    *any64 = true;
+  }
+  seen.push_back(a);
+  return a.cpu;
+}
+
+c10::IValue convert_arg(const c10::IValue& v, bool emulate64, std::vector<CpuArg>& seen,
+                        bool* any64) {
+  if (v.isTensor()) return to_cpu(v.toTensor(), emulate64, seen, any64);
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(to_cpu(t, emulate64, seen, any64));
+    return out;
+  }
+  if (v.isList()) {
+    const auto& ref = v.toListRef();
+    bool has_tensor = false;
+    for (const auto& e : ref) has_tensor |= e.isTensor();
+    if (!has_tensor) return v;
+    c10::List<std::optional<at::Tensor>> out;
+    for (const auto& e : ref) {
+      if (e.isTensor()) out.push_back(to_cpu(e.toTensor(), emulate64, seen, any64));
+      else out.push_back(std::nullopt);
+    }
+    return out;
+  }
+  return v;
+}
+
+// A CPU result becomes a device tensor (or the device tensor it aliases).
+at::Tensor to_device(const at::Tensor& cpu, const std::vector<CpuArg>& seen, const c10::Device& dev,
+                     bool emulate64) {
+  if (!cpu.defined() || is_neuron(cpu)) return cpu;
+  for (const CpuArg& a : seen) {
+    if (!a.copied && a.cpu.defined() && cpu.is_alias_of(a.cpu) &&
+        cpu.data_ptr() == a.cpu.data_ptr() && cpu.sizes().equals(a.cpu.sizes())) {
+      return a.device;
+    }
+    if (a.copied && cpu.is_alias_of(a.cpu)) {
+      // An in-place result on rounded 64-bit data: write it back to device memory.
+      cpu_view(a.device).copy_(emulate64 ? round_to_32(cpu) : cpu);
+      return a.device;
+    }
+  }
+  at::Tensor src = emulate64 ? round_to_32(cpu) : cpu;
+  at::Tensor out = at::empty_strided(src.sizes(), src.strides(), src.options().device(dev));
+  if (src.is_non_overlapping_and_dense()) {
+    if (src.numel()) std::memcpy(out.data_ptr(), src.data_ptr(), src.numel() * src.element_size());
+  } else {
+    cpu_view(out).copy_(src);
+  }
+  return out;
+}
+
+c10::IValue convert_return(const c10::IValue& v, const std::vector<CpuArg>& seen,
+                           const c10::Device& dev, bool emulate64, std::vector<at::Tensor>& flat) {
+  if (v.isTensor()) {
+    at::Tensor t = to_device(v.toTensor(), seen, dev, emulate64);
+    flat.push_back(t);
+    return t;
+  }
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) {
+      out.push_back(to_device(t, seen, dev, emulate64));
+      flat.push_back(out.get(out.size() - 1));
+    }
+    return out;
+  }
+  return v;
+}
+
+std::string base_name(const c10::OperatorHandle& op) { return op.schema().name(); }
+
+}  // namespace
+
+bool in_fallback() { return t_fallback_depth > 0; }
+
+at::Tensor OpInvocation::tensor(size_t i) const {
+  return i < args.size() && args[i].isTensor() ? args[i].toTensor() : at::Tensor();
+}
+
+bool OpInvocation::has_arg(const std::string& n) const {
+  for (size_t i = 0; i < schema->arguments().size(); ++i) {
+    if (schema->arguments()[i].name() == n) return true;
+  }
+  return false;
+}
+
+const c10::IValue& OpInvocation::arg(const std::string& n) const {
+  for (size_t i = 0; i < schema->arguments().size(); ++i) {
+    if (schema->arguments()[i].name() == n) return args.at(i);
+  }
+  TORCH_CHECK(false, "neuronsim: ", name, " has no argument '", n, "'");
+}
+
+double OpInvocation::scalar(const std::string& n, double fallback) const {
+  if (!has_arg(n)) return fallback;
+  const c10::IValue& v = arg(n);
+  if (v.isScalar()) return v.toScalar().toDouble();
+  if (v.isDouble()) return v.toDouble();
+  if (v.isInt()) return static_cast<double>(v.toInt());
+  if (v.isBool()) return v.toBool() ? 1.0 : 0.0;
+  return fallback;
+}
+
+void register_timing(const std::string& base, TimingBuilder builder, SupportCheck supports) {
+  registry()[base] = {std::move(builder), std::move(supports)};
+}
+
+bool has_timing(const std::string& base) { return registry().count(base) > 0; }
+
+void launch_timing(const c10::Device& device, const std::vector<device::Program>& programs) {
+  with_runtime([&](runtime::Runtime& r) {
+    const uint32_t dev = static_cast<uint32_t>(device.index());
+    const int64_t stream = current_stream(device.index()).id();
+    for (const auto& p : programs) {
+      r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
+      r.launch(dev, stream, p, false);
+    }
+    return 0;
+  });
+}
+
+void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t nargs = schema.arguments().size();
+  const std::string name = base_name(op);
+
+  // Complex (or otherwise unrepresentable) data takes the CPU fallback.
+  std::optional<c10::Device> device;
+  std::string unsupported;
+  for (size_t i = stack->size() - nargs; i < stack->size(); ++i) {
+    for_each_tensor((*stack)[i], [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      if (is_neuron(t) && !device) device = t.device();
+      if (!device_dtype(t.scalar_type())) unsupported = c10::toString(t.scalar_type());
+    });
+  }
+  if (!unsupported.empty() || !device) {
+    neuron_cpu_fallback(op, stack);
+    return;
+  }
+  const bool emulate64 = !exact_64bit();
+
+  OpInvocation inv;
+  inv.name = name;
+  inv.schema = &schema;
+  inv.device = *device;
+  inv.args.assign(stack->end() - static_cast<int64_t>(nargs), stack->end());
+  auto entry = registry().find(timing_key_of(name));
+  TORCH_INTERNAL_ASSERT(entry != registry().end(), "neuronsim: native op ", name, " has no timing");
+  if (entry->second.supports && !entry->second.supports(inv)) {
+    neuron_cpu_fallback(op, stack);
+    return;
+  }
+
+  std::vector<CpuArg> seen;
+  bool any64 = false;
+  for (size_t i = stack->size() - nargs; i < stack->size(); ++i) {
+    (*stack)[i] = convert_arg((*stack)[i], emulate64, seen, &any64);
+  }
+  // Empty out= arguments: let the CPU kernel allocate, then resize the device tensor.
+  for (size_t i = 0; i < nargs; ++i) {
+    const auto& a = schema.arguments()[i];
+    c10::IValue& v = (*stack)[stack->size() - nargs + i];
+    if (a.is_out() && v.isTensor() && v.toTensor().numel() == 0) {
+      at::Tensor fresh = at::empty({0}, v.toTensor().options());
+      for (CpuArg& s : seen) {
+        if (s.cpu.is_same(v.toTensor())) {
+          s.cpu = fresh;
+          s.copied = true;
+        }
+      }
+      v = fresh;
+    }
+  }
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  // Copied out= tensors: move the result into the (resized) device tensor.
+  for (CpuArg& s : seen) {
+    if (s.copied && !s.device.sizes().equals(s.cpu.sizes())) {
+      s.device.resize_(s.cpu.sizes());
+    }
+  }
+  const size_t nret = schema.returns().size();
+  for (size_t i = stack->size() - nret; i < stack->size(); ++i) {
+    (*stack)[i] = convert_return((*stack)[i], seen, *device, emulate64, inv.outputs);
+  }
+  // In-place ops that return nothing (the _foreach_*_ family) write through their views; rounded
+  // 64-bit copies still need writing back.
+  if (nret == 0) {
+    for (const CpuArg& s : seen) {
+      if (s.copied) cpu_view(s.device).copy_(emulate64 ? round_to_32(s.cpu) : s.cpu);
+    }
+  }
+  const auto programs = with_runtime([&](runtime::Runtime&) { return entry->second.timing(inv); });
+  launch_timing(*device, programs);
+  if (!in_fallback()) OpTracker::get().record_native(name, any64 && emulate64);
+}
+
+void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::string name = op.schema().name();
+  std::string reason;
+  for (const auto& v : torch::jit::last(*stack, op.schema().arguments().size())) {
+    for_each_tensor(v, [&](const at::Tensor& t) {
+      if (t.defined() && t.is_complex()) reason = " for complex tensors";
+    });
+  }
+  if (!in_fallback()) OpTracker::get().record_fallback(name, reason);
+  ++t_fallback_depth;
+  try {
+    // Inputs and outputs cross the host link through _copy_from (which charges the DMA);
+    // the CPU work itself costs host time.
+    if (runtime::Runtime::initialized()) {
+      with_runtime([](runtime::Runtime& r) {
+        r.synchronize();
+        r.host_advance(sim::SimTime::from_ns(r.device().params().host.cpu_fallback_overhead_ns));
+        return 0;
+      });
+    }
+    at::native::cpu_fallback(op, stack);
+  } catch (...) {
+    --t_fallback_depth;
+    throw;
+  }
+  --t_fallback_depth;
+}
+
+}  // namespace neuronsim::backend

@@ -1,0 +1,23 @@
+#pragma once
+// at::Tensor <-> the kernel library's TensorDesc, and zero-copy CPU views of device tensors
+// (simulated HBM is host-addressable).
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+#include "neuronsim/kernels/tensor_desc.h"
+
+namespace neuronsim::backend {
+
+/// The device dtype a torch dtype is computed in; nullopt for types the device has no native
+/// support for (complex, qint, ...). 64-bit types map to their 32-bit counterparts.
+std::optional<device::DType> device_dtype(c10::ScalarType t);
+bool is_64bit(c10::ScalarType t);
+
+/// Describes a neuron tensor for the kernel library.
+kernels::TensorDesc describe(const at::Tensor& t);
+
+/// A CPU tensor aliasing a neuron tensor's memory (same sizes, strides, dtype).
+at::Tensor cpu_view(const at::Tensor& t);
+
+}  // namespace neuronsim::backend

@@ -1,0 +1,257 @@
+// Timing (and ISA-mode function) of elementwise ops: each op is an expression over its tensor
+// and scalar arguments, run by the kernel library's elementwise kernel.
+#include <ATen/ATen.h>
+
+#include "aten/native_boxed.h"
+#include "aten/tensor_desc.h"
+#include "neuronsim/kernels/elementwise.h"
+#include "neuronsim/runtime/runtime.h"
+
+namespace neuronsim::backend {
+namespace {
+
+using device::ActFunc;
+using device::AluOp;
+using kernels::Arg;
+
+// Collects an op's operands for an expression.
+class Operands {
+ public:
+  explicit Operands(const OpInvocation& inv) : inv_(inv) {}
+  /// The argument `name` as an expression operand: device tensors become inputs, CPU scalar
+  /// tensors and Scalars become constants.
+  Arg get(const std::string& name) {
+    const c10::IValue& v = inv_.arg(name);
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (t.device().is_privateuseone()) {
+        inputs.push_back(describe(t));
+        integer_inputs &= c10::isIntegralType(t.scalar_type(), true);
+        return Arg::input(static_cast<int>(inputs.size()) - 1);
+      }
+      return Arg::constant(t.item().toFloat());
+    }
+    return Arg::constant(static_cast<float>(inv_.scalar(name, 0.0)));
+  }
+  float num(const std::string& name, double fallback) const {
+    return static_cast<float>(inv_.scalar(name, fallback));
+  }
+  bool has(const std::string& name) const {
+    return inv_.has_arg(name) && !inv_.arg(name).isNone();
+  }
+  std::string str(const std::string& name) const {
+    return has(name) && inv_.arg(name).isString() ? inv_.arg(name).toStringRef() : std::string();
+  }
+  std::vector<kernels::TensorDesc> inputs;
+  bool integer_inputs = true;
+
+ private:
+  const OpInvocation& inv_;
+};
+
+using ExprFn = std::function<Arg(Operands&, kernels::Expr&)>;
+
+void reg(const std::string& name, ExprFn fn) {
+  register_timing(name, [fn, name](const OpInvocation& inv) {
+    Operands ops(inv);
+    kernels::Expr e;
+    fn(ops, e);
+    const at::Tensor& out = inv.outputs.at(0);
+    e.integer = ops.integer_inputs && c10::isIntegralType(out.scalar_type(), true);
+    auto& r = runtime::Runtime::instance();
+    return std::vector<device::Program>{kernels::build_elementwise(
+        name, ops.inputs, describe(out), e, r.device().params().core)};
+  });
+}
+
+void unary_act(const std::string& name, ActFunc f, float scale = 1.0f, float bias = 0.0f) {
+  reg(name, [f, scale, bias](Operands& o, kernels::Expr& e) { return e.act(f, o.get("self"), scale, bias); });
+}
+
+void binary_alu(const std::string& name, AluOp op) {
+  reg(name, [op](Operands& o, kernels::Expr& e) { return e.alu(op, o.get("self"), o.get("other")); });
+}
+
+}  // namespace
+
+void register_elementwise_timings() {
+  // Unary functions on ScalarE.
+  unary_act("aten::exp", ActFunc::kExp);
+  unary_act("aten::log", ActFunc::kLog);
+  unary_act("aten::sqrt", ActFunc::kSqrt);
+  unary_act("aten::rsqrt", ActFunc::kRsqrt);
+  unary_act("aten::sigmoid", ActFunc::kSigmoid);
+  unary_act("aten::tanh", ActFunc::kTanh);
+  unary_act("aten::erf", ActFunc::kErf);
+  unary_act("aten::sin", ActFunc::kSin);
+  unary_act("aten::cos", ActFunc::kCos);
+  unary_act("aten::reciprocal", ActFunc::kReciprocal);
+  unary_act("aten::sign", ActFunc::kSign);
+  unary_act("aten::silu", ActFunc::kSilu);
+  unary_act("aten::mish", ActFunc::kMish);
+  unary_act("aten::log1p", ActFunc::kLog, 1.0f, 1.0f);
+  unary_act("aten::exp2", ActFunc::kExp, 0.6931471805599453f);
+  reg("aten::expm1", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kSubtract, e.act(ActFunc::kExp, o.get("self")), Arg::constant(1));
+  });
+  reg("aten::log2", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kMultiply, e.act(ActFunc::kLog, o.get("self")), Arg::constant(1.4426950408889634f));
+  });
+  reg("aten::gelu", [](Operands& o, kernels::Expr& e) {
+    return e.act(o.str("approximate") == "tanh" ? ActFunc::kGeluTanh : ActFunc::kGelu, o.get("self"));
+  });
+  reg("aten::softplus", [](Operands& o, kernels::Expr& e) {
+    // softplus(x) = log1p(exp(beta x)) / beta, linear above threshold.
+    const float beta = o.num("beta", 1.0), threshold = o.num("threshold", 20.0);
+    const Arg x = o.get("self");
+    const Arg sp = e.alu(AluOp::kMultiply, e.act(ActFunc::kSoftplus, x, beta), Arg::constant(1.0f / beta));
+    const Arg big = e.alu(AluOp::kIsGt, e.alu(AluOp::kMultiply, x, Arg::constant(beta)), Arg::constant(threshold));
+    return e.select(big, x, sp);
+  });
+  // Unary ALU ops on VectorE (exact for integers too).
+  reg("aten::abs", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kAbsMax, o.get("self"), Arg::constant(0)); });
+  reg("aten::neg", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kMultiply, o.get("self"), Arg::constant(-1)); });
+  reg("aten::relu", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kMax, o.get("self"), Arg::constant(0)); });
+  reg("aten::logical_not", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kIsEqual, o.get("self"), Arg::constant(0)); });
+  reg("aten::isnan", [](Operands& o, kernels::Expr& e) {
+    const Arg x = o.get("self");
+    return e.alu(AluOp::kNotEqual, x, x);
+  });
+  reg("aten::bitwise_not", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kBitwiseXor, o.get("self"), Arg::constant(-1));
+  });
+
+  // Binary arithmetic and comparisons.
+  for (const char* n : {"aten::add", "aten::sub"}) {
+    const AluOp op = std::string(n) == "aten::add" ? AluOp::kAdd : AluOp::kSubtract;
+    reg(n, [op](Operands& o, kernels::Expr& e) {
+      const float alpha = o.num("alpha", 1.0);
+      Arg b = o.get("other");
+      if (alpha != 1.0f) b = e.alu(AluOp::kMultiply, b, Arg::constant(alpha));
+      return e.alu(op, o.get("self"), b);
+    });
+  }
+  reg("aten::rsub", [](Operands& o, kernels::Expr& e) {
+    const float alpha = o.num("alpha", 1.0);
+    Arg a = o.get("self");
+    if (alpha != 1.0f) a = e.alu(AluOp::kMultiply, a, Arg::constant(alpha));
+    return e.alu(AluOp::kSubtract, o.get("other"), a);
+  });
+  binary_alu("aten::mul", AluOp::kMultiply);
+  binary_alu("aten::div", AluOp::kDivide);
+  binary_alu("aten::maximum", AluOp::kMax);
+  binary_alu("aten::minimum", AluOp::kMin);
+  binary_alu("aten::fmod", AluOp::kMod);
+  binary_alu("aten::eq", AluOp::kIsEqual);
+  binary_alu("aten::ne", AluOp::kNotEqual);
+  binary_alu("aten::lt", AluOp::kIsLt);
+  binary_alu("aten::le", AluOp::kIsLe);
+  binary_alu("aten::gt", AluOp::kIsGt);
+  binary_alu("aten::ge", AluOp::kIsGe);
+  binary_alu("aten::logical_and", AluOp::kLogicalAnd);
+  binary_alu("aten::logical_or", AluOp::kLogicalOr);
+  binary_alu("aten::logical_xor", AluOp::kLogicalXor);
+  binary_alu("aten::bitwise_and", AluOp::kBitwiseAnd);
+  binary_alu("aten::bitwise_or", AluOp::kBitwiseOr);
+  binary_alu("aten::bitwise_xor", AluOp::kBitwiseXor);
+  reg("aten::pow", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kPow, o.get("self"), o.get("exponent"));
+  });
+  reg("aten::clamp", [](Operands& o, kernels::Expr& e) {
+    Arg x = o.get("self");
+    if (o.has("min")) x = e.alu(AluOp::kMax, x, o.get("min"));
+    if (o.has("max")) x = e.alu(AluOp::kMin, x, o.get("max"));
+    if (x.kind == Arg::kInput) x = e.alu(AluOp::kBypass, x, Arg::constant(0));
+    return x;
+  });
+  reg("aten::clamp_min", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kMax, o.get("self"), o.get("min")); });
+  reg("aten::clamp_max", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kMin, o.get("self"), o.get("max")); });
+  reg("aten::hardtanh", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kMin, e.alu(AluOp::kMax, o.get("self"), o.get("min_val")), o.get("max_val"));
+  });
+  reg("aten::leaky_relu", [](Operands& o, kernels::Expr& e) {
+    const Arg x = o.get("self");
+    return e.select(e.alu(AluOp::kIsGt, x, Arg::constant(0)), x,
+                    e.alu(AluOp::kMultiply, x, o.get("negative_slope")));
+  });
+  reg("aten::threshold", [](Operands& o, kernels::Expr& e) {
+    const Arg x = o.get("self");
+    return e.select(e.alu(AluOp::kIsGt, x, o.get("threshold")), x, o.get("value"));
+  });
+  reg("aten::where", [](Operands& o, kernels::Expr& e) {
+    return e.select(o.get("condition"), o.get("self"), o.get("other"));
+  });
+  reg("aten::masked_fill", [](Operands& o, kernels::Expr& e) {
+    const Arg x = o.get("self");
+    return e.select(o.get("mask"), o.get("value"), x);
+  });
+  reg("aten::lerp", [](Operands& o, kernels::Expr& e) {
+    const Arg a = o.get("self"), b = o.get("end");
+    return e.alu(AluOp::kAdd, a, e.alu(AluOp::kMultiply, o.get("weight"), e.alu(AluOp::kSubtract, b, a)));
+  });
+  reg("aten::addcmul", [](Operands& o, kernels::Expr& e) {
+    const Arg t = e.alu(AluOp::kMultiply, o.get("tensor1"), o.get("tensor2"));
+    return e.alu(AluOp::kAdd, o.get("self"), e.alu(AluOp::kMultiply, t, o.get("value")));
+  });
+  reg("aten::addcdiv", [](Operands& o, kernels::Expr& e) {
+    const Arg t = e.alu(AluOp::kDivide, o.get("tensor1"), o.get("tensor2"));
+    return e.alu(AluOp::kAdd, o.get("self"), e.alu(AluOp::kMultiply, t, o.get("value")));
+  });
+
+  // Backward kernels autograd needs.
+  reg("aten::threshold_backward", [](Operands& o, kernels::Expr& e) {
+    return e.select(e.alu(AluOp::kIsGt, o.get("self"), o.get("threshold")), o.get("grad_output"),
+                    Arg::constant(0));
+  });
+  reg("aten::gelu_backward", [](Operands& o, kernels::Expr& e) {
+    const Arg g = o.get("grad_output"), x = o.get("self");
+    if (o.str("approximate") != "tanh") return e.alu(AluOp::kMultiply, g, e.act(ActFunc::kGeluDx, x));
+    // d/dx 0.5 x (1 + tanh(k (x + c x^3))) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
+    const float k = 0.7978845608028654f, c = 0.044715f;
+    const Arg x2 = e.alu(AluOp::kMultiply, x, x);
+    const Arg inner = e.alu(AluOp::kMultiply, e.alu(AluOp::kAdd, e.alu(AluOp::kMultiply, x2, Arg::constant(c)), Arg::constant(1)), x);
+    const Arg t = e.act(ActFunc::kTanh, inner, k);
+    const Arg left = e.alu(AluOp::kMultiply, e.alu(AluOp::kAdd, t, Arg::constant(1)), Arg::constant(0.5f));
+    const Arg one_minus_t2 = e.alu(AluOp::kSubtract, Arg::constant(1), e.alu(AluOp::kMultiply, t, t));
+    const Arg dinner = e.alu(AluOp::kAdd, e.alu(AluOp::kMultiply, x2, Arg::constant(3 * c * k)), Arg::constant(k));
+    const Arg right = e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, x, Arg::constant(0.5f)), one_minus_t2), dinner);
+    return e.alu(AluOp::kMultiply, g, e.alu(AluOp::kAdd, left, right));
+  });
+  reg("aten::silu_backward", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kMultiply, o.get("grad_output"), e.act(ActFunc::kSiluDx, o.get("self")));
+  });
+  reg("aten::sigmoid_backward", [](Operands& o, kernels::Expr& e) {
+    const Arg y = o.get("output");
+    const Arg d = e.alu(AluOp::kMultiply, y, e.alu(AluOp::kSubtract, Arg::constant(1), y));
+    return e.alu(AluOp::kMultiply, o.get("grad_output"), d);
+  });
+  reg("aten::tanh_backward", [](Operands& o, kernels::Expr& e) {
+    const Arg y = o.get("output");
+    const Arg d = e.alu(AluOp::kSubtract, Arg::constant(1), e.alu(AluOp::kMultiply, y, y));
+    return e.alu(AluOp::kMultiply, o.get("grad_output"), d);
+  });
+  reg("aten::leaky_relu_backward", [](Operands& o, kernels::Expr& e) {
+    const Arg g = o.get("grad_output");
+    return e.select(e.alu(AluOp::kIsGt, o.get("self"), Arg::constant(0)), g,
+                    e.alu(AluOp::kMultiply, g, o.get("negative_slope")));
+  });
+  reg("aten::hardtanh_backward", [](Operands& o, kernels::Expr& e) {
+    const Arg x = o.get("self");
+    const Arg inside = e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsGt, x, o.get("min_val")),
+                             e.alu(AluOp::kIsLt, x, o.get("max_val")));
+    return e.select(inside, o.get("grad_output"), Arg::constant(0));
+  });
+  reg("aten::native_dropout_backward", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, o.get("grad_output"), o.get("mask")), o.get("scale"));
+  });
+
+  // Fills.
+  reg("aten::fill", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kBypass, o.get("value"), Arg::constant(0));
+  });
+  reg("aten::zero", [](Operands&, kernels::Expr& e) {
+    return e.alu(AluOp::kBypass, Arg::constant(0), Arg::constant(0));
+  });
+}
+
+}  // namespace neuronsim::backend

@@ -1,0 +1,26 @@
+#pragma once
+// Data-dependent movement (gather, scatter, index_select, index_put, embedding): the caller
+// resolves the indices into element positions, as the runtime's descriptor generation would, and
+// the kernel moves each contiguous run with one DMA (HBM to HBM), or for accumulation loads
+// destination and source runs into SBUF, adds them on VectorE and stores the sum. Runs are
+// processed in order, so repeated destinations accumulate deterministically.
+#include <string>
+#include <vector>
+
+#include "neuronsim/device/params.h"
+#include "neuronsim/device/program.h"
+#include "neuronsim/kernels/tensor_desc.h"
+
+namespace neuronsim::kernels {
+
+/// dst[dst_pos[i]] = src[src_pos[i]] (or +=): positions are logical row-major element indices
+/// into each tensor's shape.
+device::Program build_indexed_copy(const std::string& name, const TensorDesc& src,
+                                   const std::vector<int64_t>& src_pos, const TensorDesc& dst,
+                                   const std::vector<int64_t>& dst_pos, bool accumulate,
+                                   const device::CoreParams& core);
+
+/// Memory offset (elements) of a logical row-major position.
+int64_t element_offset(const TensorDesc& t, int64_t position);
+
+}  // namespace neuronsim::kernels

@@ -1,0 +1,40 @@
+#pragma once
+// Row-wise normalisations: softmax / log_softmax (and their backward) over one dim, and layer
+// norm over the trailing dims (forward with mean and rstd outputs, and backward). Rows go to
+// partitions; each row's columns stream through SBUF in chunks (one pass when they fit).
+#include <optional>
+#include <string>
+
+#include "neuronsim/device/params.h"
+#include "neuronsim/device/program.h"
+#include "neuronsim/kernels/tensor_desc.h"
+
+namespace neuronsim::kernels {
+
+device::Program build_softmax(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                              int64_t dim, bool log, const device::CoreParams& core);
+
+/// softmax: grad_in = y * (g - sum(g * y)); log_softmax: grad_in = g - exp(y) * sum(g).
+device::Program build_softmax_backward(const std::string& name, const TensorDesc& grad_out,
+                                       const TensorDesc& output, const TensorDesc& grad_in,
+                                       int64_t dim, bool log, const device::CoreParams& core);
+
+/// in viewed as [rows, D]; weight/bias [D]; mean/rstd [rows] (fp32).
+struct LayerNormIo {
+  TensorDesc in, out;
+  std::optional<TensorDesc> weight, bias, mean, rstd;
+  int64_t normalized_dims = 1;
+  float eps = 1e-5f;
+};
+device::Program build_layer_norm(const std::string& name, const LayerNormIo& io,
+                                 const device::CoreParams& core);
+
+struct LayerNormBackwardIo {
+  TensorDesc grad_out, in, mean, rstd;
+  std::optional<TensorDesc> weight, grad_in, grad_weight, grad_bias;
+  int64_t normalized_dims = 1;
+};
+device::Program build_layer_norm_backward(const std::string& name, const LayerNormBackwardIo& io,
+                                          const device::CoreParams& core);
+
+}  // namespace neuronsim::kernels

@@ -1,0 +1,25 @@
+#pragma once
+// A framework tensor as the kernel library sees it: an HBM address, a device dtype, and sizes and
+// strides in elements. 64-bit framework types are described as their low 32-bit words (strides
+// doubled), which is how the device computes them.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "neuronsim/device/dtype.h"
+
+namespace neuronsim::kernels {
+
+struct TensorDesc {
+  uint64_t address = 0;
+  device::DType dtype = device::DType::kFp32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;
+
+  uint64_t numel() const;
+  int64_t dim() const { return static_cast<int64_t>(sizes.size()); }
+  bool contiguous() const;
+  std::string to_string() const;
+};
+
+}  // namespace neuronsim::kernels

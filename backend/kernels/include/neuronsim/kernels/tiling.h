@@ -1,0 +1,37 @@
+#pragma once
+// Splits an N-d index space shared by several tensors (same sizes, each with its own strides;
+// stride 0 = broadcast) into tiles of [partitions <= 128, up to 2 free dims], choosing the
+// largest outer dimension for the partitions and folding small inner dimensions into the free
+// size so tiles stay large. Each tile gives, per operand, an element offset, a partition stride
+// and free strides: exactly what an access pattern needs.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace neuronsim::kernels {
+
+struct TileOperand {
+  int64_t offset = 0;  // elements from the tensor's base
+  int64_t partition_stride = 0;
+  std::array<int64_t, 2> free_strides{0, 0};
+};
+
+struct Tile {
+  uint32_t partitions = 1;
+  uint8_t nfree = 1;
+  std::array<uint32_t, 2> free_sizes{1, 1};  // outer, inner (inner only when nfree == 1)
+  std::vector<TileOperand> operands;
+  uint64_t free_elements() const {
+    return nfree == 2 ? uint64_t{free_sizes[0]} * free_sizes[1] : free_sizes[0];
+  }
+};
+
+/// sizes: the shared shape; strides[k]: operand k's strides (same rank as sizes).
+std::vector<Tile> make_tiles(const std::vector<int64_t>& sizes,
+                             const std::vector<std::vector<int64_t>>& strides,
+                             uint32_t max_partitions, uint64_t max_free_elements);
+
+/// Drops size-1 dims and merges neighbours that are contiguous in every operand.
+void coalesce(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides);
+
+}  // namespace neuronsim::kernels

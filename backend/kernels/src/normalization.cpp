@@ -1,0 +1,472 @@
+#include "neuronsim/kernels/normalization.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "neuronsim/device/instructions.h"
+#include "neuronsim/kernels/program_builder.h"
+#include "neuronsim/kernels/rows.h"
+
+namespace neuronsim::kernels {
+
+using namespace device;
+using Token = ProgramBuilder::Token;
+
+namespace {
+
+std::vector<int64_t> bstrides(const TensorDesc& t, const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> s(sizes.size(), 0);
+  const size_t off = sizes.size() - t.sizes.size();
+  for (size_t d = 0; d < t.sizes.size(); ++d) s[off + d] = t.sizes[d] == 1 ? 0 : t.strides[d];
+  return s;
+}
+
+// Folds the trailing `n` dims of every operand into one column dim (they must be contiguous
+// within each operand that has them).
+void fold_trailing(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides, int64_t n) {
+  const size_t nd = sizes.size();
+  if (n <= 1) return;
+  int64_t cols = 1;
+  for (size_t d = nd - n; d < nd; ++d) cols *= sizes[d];
+  for (auto& s : strides) {
+    int64_t expect = s[nd - 1];
+    for (size_t d = nd - 1; d > nd - n; --d) {
+      if (s[d - 1] != expect * sizes[d] && s[d - 1] != 0) {
+        throw std::invalid_argument("layer_norm: normalized dims are not contiguous");
+      }
+      expect *= sizes[d];
+    }
+    const int64_t inner = s[nd - 1];
+    s.resize(nd - n + 1);
+    s.back() = inner;
+  }
+  sizes.resize(nd - n + 1);
+  sizes.back() = cols;
+}
+
+uint32_t chunk_of(const CoreParams& core, uint32_t buffers, int64_t cols) {
+  const uint64_t budget = core.sbuf.partition_bytes * 3 / 4;
+  const uint64_t cap = std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (4 * buffers));
+  return static_cast<uint32_t>(std::min<int64_t>(cols, static_cast<int64_t>(std::max<uint64_t>(cap, 1))));
+}
+
+}  // namespace
+
+Program build_softmax(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                      int64_t dim, bool log, const CoreParams& core) {
+  ProgramBuilder b(name, core);
+  const RowLayout l = row_layout(out.sizes, {bstrides(in, out.sizes), out.strides}, dim, core.sbuf.partitions);
+  const uint32_t chunk = chunk_of(core, 4, l.cols);
+  const bool one_pass = chunk >= l.cols;
+  const uint64_t x_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4);
+  const uint64_t y_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4);
+  const uint64_t s_off = b.alloc_sbuf(8 * 4);
+  const StreamId qin = dma_queue(0), qout = dma_queue(1);
+  Token x_free[2], y_free[2], stats_free;
+  uint64_t n = 0;
+  for (const RowTile& t : l.tiles) {
+    const uint32_t p = t.rows;
+    auto col = [&](int i) { return isa::sbuf_tile(DType::kFp32, p, s_off + i * 4, 1); };
+    const AccessPattern m = col(0), part = col(1), neg_m = col(2), sum = col(3), r = col(4), shift = col(5);
+    b.wait(kVector, stats_free);
+    b.wait(kScalar, stats_free);
+    auto load = [&](int64_t c0, uint32_t cw) {
+      const int s = static_cast<int>(n++ % 2);
+      const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + s * uint64_t{chunk} * 4, cw);
+      b.wait(qin, x_free[s]);
+      b.emit(qin, isa::dma_copy(x, row_ap(in, l, t, 0, c0, cw)));
+      return std::pair<AccessPattern, int>{x, s};
+    };
+    // Pass 1: row max. Pass 2: sum of exp(x - max). Pass 3 (or fused): outputs.
+    for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
+      const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
+      auto [x, s] = load(c0, cw);
+      b.wait(kVector, b.mark(qin));
+      b.emit(kVector, isa::tensor_reduce(c0 == 0 ? m : part, x, ReduceOp::kMax));
+      if (c0 > 0) b.emit(kVector, isa::tensor_tensor(m, m, part, AluOp::kMax));
+      x_free[s] = b.mark(kVector);
+      if (one_pass) x_free[s] = Token{};  // reused below before release
+    }
+    b.emit(kVector, isa::tensor_scalar(neg_m, m, AluOp::kMultiply, isa::imm(-1.0f)));
+    const Token have_max = b.mark(kVector);
+    for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
+      const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
+      AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + ((n - 1) % 2) * uint64_t{chunk} * 4, cw);
+      int s = static_cast<int>((n - 1) % 2);
+      if (!one_pass) std::tie(x, s) = load(c0, cw);
+      const Token loaded = b.mark(qin);
+      const int ys = static_cast<int>(n % 2);
+      const AccessPattern y = isa::sbuf_tile(DType::kFp32, p, y_off + ys * uint64_t{chunk} * 4, cw);
+      b.wait(kScalar, loaded);
+      b.wait(kScalar, have_max);
+      b.wait(kScalar, y_free[ys]);
+      Instruction e = isa::activation(y, x, ActFunc::kExp, isa::imm(1.0f), isa::per_partition(neg_m));
+      e.has_acc_dst = true;
+      e.acc_dst = c0 == 0 ? sum : part;
+      b.emit(kScalar, e);
+      const Token exp_done = b.mark(kScalar);
+      if (c0 > 0) {
+        b.wait(kVector, exp_done);
+        b.emit(kVector, isa::tensor_tensor(sum, sum, part, AluOp::kAdd));
+      }
+      if (!one_pass) {
+        x_free[s] = exp_done;
+        y_free[ys] = exp_done;
+      }
+    }
+    const Token summed = l.cols > chunk ? b.mark(kVector) : b.mark(kScalar);
+    // Normalise: y = exp(x - m) / sum, or log_softmax = x - (m + log(sum)).
+    b.wait(kScalar, summed);
+    b.wait(kVector, summed);
+    if (log) {
+      b.emit(kScalar, isa::activation(r, sum, ActFunc::kLog));
+      const Token lg = b.mark(kScalar);
+      b.wait(kVector, lg);
+      b.emit(kVector, isa::tensor_tensor(shift, m, r, AluOp::kAdd));
+    } else {
+      b.emit(kVector, isa::tensor_scalar(r, sum, AluOp::kDivide, isa::imm(1.0f)));
+      b.emit(kVector, isa::tensor_scalar(r, sum, AluOp::kDivide, isa::imm(1.0f)));
+    }
+    Token last;
+    for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
+      const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
+      const int ys = static_cast<int>(n % 2);
+      AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + ((n - 1) % 2) * uint64_t{chunk} * 4, cw);
+      AccessPattern y = isa::sbuf_tile(DType::kFp32, p, y_off + ys * uint64_t{chunk} * 4, cw);
+      if (!one_pass) {
+        auto lx = load(c0, cw);
+        x = lx.first;
+        b.wait(kVector, b.mark(qin));
+        b.wait(kVector, y_free[ys]);
+        b.wait(kScalar, y_free[ys]);
+        if (!log) {
+          b.emit(kScalar, isa::activation(y, x, ActFunc::kExp, isa::imm(1.0f), isa::per_partition(neg_m)));
+          b.wait(kVector, b.mark(kScalar));
+        }
+        x_free[lx.second] = Token{};
+      }
+      if (log) {
+        b.emit(kVector, isa::tensor_scalar(y, x, AluOp::kSubtract, isa::per_partition(shift)));
+      } else {
+        b.emit(kVector, isa::tensor_scalar(y, y, AluOp::kMultiply, isa::per_partition(r)));
+      }
+      const Token done = b.mark(kVector);
+      b.wait(qout, done);
+      b.emit(qout, isa::dma_copy(row_ap(out, l, t, 1, c0, cw), y));
+      last = b.mark(qout);
+      y_free[ys] = last;
+      x_free[0] = x_free[1] = last;
+    }
+    stats_free = last;
+  }
+  return std::move(b).build();
+}
+
+Program build_softmax_backward(const std::string& name, const TensorDesc& g, const TensorDesc& y,
+                               const TensorDesc& gi, int64_t dim, bool log, const CoreParams& core) {
+  ProgramBuilder b(name, core);
+  const RowLayout l = row_layout(gi.sizes, {bstrides(g, gi.sizes), bstrides(y, gi.sizes), gi.strides},
+                                 dim, core.sbuf.partitions);
+  const uint32_t chunk = chunk_of(core, 6, l.cols);
+  const uint64_t g_off = b.alloc_sbuf(uint64_t{chunk} * 4), y_off = b.alloc_sbuf(uint64_t{chunk} * 4),
+                 w_off = b.alloc_sbuf(uint64_t{chunk} * 4), s_off = b.alloc_sbuf(4 * 4);
+  const StreamId qin = dma_queue(0), qout = dma_queue(1);
+  Token free_all;
+  for (const RowTile& t : l.tiles) {
+    const uint32_t p = t.rows;
+    const AccessPattern s = isa::sbuf_tile(DType::kFp32, p, s_off, 1), part = isa::sbuf_tile(DType::kFp32, p, s_off + 4, 1);
+    // Pass 1: s = sum(g * y) (softmax) or sum(g) (log_softmax).
+    for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
+      const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
+      const AccessPattern gt = isa::sbuf_tile(DType::kFp32, p, g_off, cw), yt = isa::sbuf_tile(DType::kFp32, p, y_off, cw),
+                          w = isa::sbuf_tile(DType::kFp32, p, w_off, cw);
+      b.wait(qin, free_all);
+      b.emit(qin, isa::dma_copy(gt, row_ap(g, l, t, 0, c0, cw)));
+      if (!log) b.emit(qin, isa::dma_copy(yt, row_ap(y, l, t, 1, c0, cw)));
+      b.wait(kVector, b.mark(qin));
+      b.wait(kVector, free_all);
+      if (log) {
+        b.emit(kVector, isa::tensor_reduce(c0 == 0 ? s : part, gt, ReduceOp::kAdd));
+      } else {
+        b.emit(kVector, isa::tensor_tensor(w, gt, yt, AluOp::kMultiply));
+        b.emit(kVector, isa::tensor_reduce(c0 == 0 ? s : part, w, ReduceOp::kAdd));
+      }
+      if (c0 > 0) b.emit(kVector, isa::tensor_tensor(s, s, part, AluOp::kAdd));
+      free_all = b.mark(kVector);
+    }
+    // Pass 2: outputs.
+    for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
+      const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
+      const AccessPattern gt = isa::sbuf_tile(DType::kFp32, p, g_off, cw), yt = isa::sbuf_tile(DType::kFp32, p, y_off, cw),
+                          w = isa::sbuf_tile(DType::kFp32, p, w_off, cw);
+      b.wait(qin, free_all);
+      b.emit(qin, isa::dma_copy(gt, row_ap(g, l, t, 0, c0, cw)));
+      b.emit(qin, isa::dma_copy(yt, row_ap(y, l, t, 1, c0, cw)));
+      const Token loaded = b.mark(qin);
+      if (log) {
+        b.wait(kScalar, loaded);
+        b.wait(kScalar, free_all);
+        b.emit(kScalar, isa::activation(w, yt, ActFunc::kExp));
+        b.wait(kVector, b.mark(kScalar));
+        b.emit(kVector, isa::tensor_scalar(w, w, AluOp::kMultiply, isa::per_partition(s)));
+        b.emit(kVector, isa::tensor_tensor(w, gt, w, AluOp::kSubtract));
+      } else {
+        b.wait(kVector, loaded);
+        b.emit(kVector, isa::tensor_scalar(w, gt, AluOp::kSubtract, isa::per_partition(s)));
+        b.emit(kVector, isa::tensor_tensor(w, w, yt, AluOp::kMultiply));
+      }
+      b.wait(qout, b.mark(kVector));
+      b.emit(qout, isa::dma_copy(row_ap(gi, l, t, 2, c0, cw), w));
+      free_all = b.mark(qout);
+    }
+  }
+  return std::move(b).build();
+}
+
+Program build_layer_norm(const std::string& name, const LayerNormIo& io, const CoreParams& core) {
+  ProgramBuilder b(name, core);
+  std::vector<int64_t> sizes = io.out.sizes;
+  std::vector<std::vector<int64_t>> st{bstrides(io.in, sizes), io.out.strides};
+  fold_trailing(sizes, st, io.normalized_dims);
+  const RowLayout l = row_layout(sizes, st, -1, core.sbuf.partitions);
+  const int64_t D = l.cols;
+  const uint32_t chunk = chunk_of(core, 6, D);
+  const uint64_t x_off = b.alloc_sbuf(uint64_t{chunk} * 4), y_off = b.alloc_sbuf(uint64_t{chunk} * 4),
+                 w_off = b.alloc_sbuf(uint64_t{chunk} * 4), bb_off = b.alloc_sbuf(uint64_t{chunk} * 4),
+                 sq_off = b.alloc_sbuf(uint64_t{chunk} * 4), s_off = b.alloc_sbuf(8 * 4);
+  const StreamId qin = dma_queue(0), qout = dma_queue(1), qparam = dma_queue(2);
+  const uint32_t P = core.sbuf.partitions;
+  auto param_ap = [&](const TensorDesc& t, int64_t c0, uint32_t cw) {
+    AccessPattern ap;
+    ap.space = MemSpace::kHbm;
+    ap.dtype = t.dtype;
+    ap.partitions = P;
+    ap.partition_stride = 0;  // broadcast to every partition
+    const int64_t stride = t.strides.empty() ? 1 : t.strides.back();
+    ap.offset = t.address + static_cast<uint64_t>(c0 * stride) * dtype_size(t.dtype);
+    ap.ndims = 1;
+    ap.dims[0] = {stride, cw};
+    return ap;
+  };
+  const bool resident = chunk >= D;  // weight/bias stay in SBUF for every row tile
+  Token params, free_all;
+  if (resident) {
+    if (io.weight) b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, static_cast<uint32_t>(D)), param_ap(*io.weight, 0, static_cast<uint32_t>(D))));
+    if (io.bias) b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, bb_off, static_cast<uint32_t>(D)), param_ap(*io.bias, 0, static_cast<uint32_t>(D))));
+    params = b.mark(qparam);
+  }
+  const float inv_d = D > 0 ? 1.0f / static_cast<float>(D) : 0.0f;
+  for (const RowTile& t : l.tiles) {
+    const uint32_t p = t.rows;
+    auto col = [&](int i) { return isa::sbuf_tile(DType::kFp32, p, s_off + i * 4, 1); };
+    const AccessPattern sum = col(0), part = col(1), neg_mean = col(2), ssq = col(3), rstd = col(4);
+    // Pass 1: mean. Pass 2: sum of squares around the mean. Pass 3: normalise.
+    for (int pass = 0; pass < 3; ++pass) {
+      for (int64_t c0 = 0; c0 < D; c0 += chunk) {
+        const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, D - c0));
+        const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off, cw), y = isa::sbuf_tile(DType::kFp32, p, y_off, cw);
+        if (!(resident && pass > 0)) {
+          b.wait(qin, free_all);
+          b.emit(qin, isa::dma_copy(x, row_ap(io.in, l, t, 0, c0, cw)));
+        }
+        const Token loaded = b.mark(qin);
+        if (pass == 0) {
+          b.wait(kVector, loaded);
+          b.wait(kVector, free_all);
+          b.emit(kVector, isa::tensor_reduce(c0 == 0 ? sum : part, x, ReduceOp::kAdd));
+          if (c0 > 0) b.emit(kVector, isa::tensor_tensor(sum, sum, part, AluOp::kAdd));
+          if (c0 + cw >= D) b.emit(kVector, isa::tensor_scalar(neg_mean, sum, AluOp::kMultiply, isa::imm(-inv_d)));
+          free_all = b.mark(kVector);
+        } else if (pass == 1) {
+          b.wait(kScalar, loaded);
+          b.wait(kScalar, free_all);
+          Instruction sq = isa::activation(isa::sbuf_tile(DType::kFp32, p, sq_off, cw), x, ActFunc::kSquare,
+                                           isa::imm(1.0f), isa::per_partition(neg_mean));
+          sq.has_acc_dst = true;
+          sq.acc_dst = c0 == 0 ? ssq : part;
+          b.emit(kScalar, sq);
+          Token done = b.mark(kScalar);
+          if (c0 > 0) {
+            b.wait(kVector, done);
+            b.emit(kVector, isa::tensor_tensor(ssq, ssq, part, AluOp::kAdd));
+            done = b.mark(kVector);
+          }
+          if (c0 + cw >= D) {
+            b.wait(kScalar, done);
+            b.emit(kScalar, isa::activation(rstd, ssq, ActFunc::kRsqrt, isa::imm(inv_d), isa::imm(io.eps)));
+            done = b.mark(kScalar);
+          }
+          free_all = done;
+        } else {
+          b.wait(kVector, loaded);
+          b.wait(kVector, free_all);
+          if (!resident) {
+            if (io.weight) b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, cw), param_ap(*io.weight, c0, cw)));
+            if (io.bias) b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, bb_off, cw), param_ap(*io.bias, c0, cw)));
+            params = b.mark(qparam);
+          }
+          b.wait(kVector, params);
+          b.emit(kVector, isa::tensor_scalar(y, x, AluOp::kAdd, isa::per_partition(neg_mean), AluOp::kMultiply,
+                                             isa::per_partition(rstd)));
+          if (io.weight) b.emit(kVector, isa::tensor_tensor(y, y, isa::sbuf_tile(DType::kFp32, p, w_off, cw), AluOp::kMultiply));
+          if (io.bias) b.emit(kVector, isa::tensor_tensor(y, y, isa::sbuf_tile(DType::kFp32, p, bb_off, cw), AluOp::kAdd));
+          const Token done = b.mark(kVector);
+          b.wait(qout, done);
+          b.emit(qout, isa::dma_copy(row_ap(io.out, l, t, 1, c0, cw), y));
+          free_all = b.mark(qout);
+          if (!resident) b.wait(qparam, free_all);
+        }
+      }
+    }
+    // mean and rstd per row (fp32 [rows]); mean = -neg_mean.
+    if (io.mean || io.rstd) {
+      b.wait(kVector, free_all);
+      b.emit(kVector, isa::tensor_scalar(part, neg_mean, AluOp::kMultiply, isa::imm(-1.0f)));
+      b.wait(qout, b.mark(kVector));
+      const int64_t row0 = t.offset[1] / std::max<int64_t>(1, D);  // rows are dense in mean/rstd
+      auto stat_ap = [&](const TensorDesc& s) {
+        AccessPattern ap;
+        ap.space = MemSpace::kHbm;
+        ap.dtype = s.dtype;
+        ap.partitions = p;
+        ap.partition_stride = 1;
+        ap.offset = s.address + static_cast<uint64_t>(row0) * dtype_size(s.dtype);
+        return ap;
+      };
+      if (io.mean) b.emit(qout, isa::dma_copy(stat_ap(*io.mean), part));
+      if (io.rstd) b.emit(qout, isa::dma_copy(stat_ap(*io.rstd), rstd));
+      free_all = b.mark(qout);
+    }
+  }
+  return std::move(b).build();
+}
+
+Program build_layer_norm_backward(const std::string& name, const LayerNormBackwardIo& io,
+                                  const CoreParams& core) {
+  ProgramBuilder b(name, core);
+  std::vector<int64_t> sizes = io.in.sizes;
+  std::vector<std::vector<int64_t>> st{bstrides(io.grad_out, sizes), io.in.strides};
+  if (io.grad_in) st.push_back(io.grad_in->strides);
+  fold_trailing(sizes, st, io.normalized_dims);
+  const RowLayout l = row_layout(sizes, st, -1, core.sbuf.partitions);
+  const int64_t D = l.cols;
+  const uint32_t P = core.sbuf.partitions;
+  const uint32_t NT = core.tensor.moving_free_max;
+  if (D > static_cast<int64_t>(chunk_of(core, 8, D)) || D > 8 * static_cast<int64_t>(NT)) {
+    throw std::invalid_argument(fmt::format("{}: normalized size {} too large for one pass", name, D));
+  }
+  const uint32_t d = static_cast<uint32_t>(D);
+  const uint64_t x_off = b.alloc_sbuf(uint64_t{d} * 4), g_off = b.alloc_sbuf(uint64_t{d} * 4),
+                 w_off = b.alloc_sbuf(uint64_t{d} * 4), h_off = b.alloc_sbuf(uint64_t{d} * 4),
+                 t_off = b.alloc_sbuf(uint64_t{d} * 4), gw_off = b.alloc_sbuf(uint64_t{d} * 4),
+                 gb_off = b.alloc_sbuf(uint64_t{d} * 4), s_off = b.alloc_sbuf(8 * 4),
+                 ones_off = b.alloc_sbuf(4);
+  const uint64_t bank0 = b.alloc_psum_bank(), bank1 = b.alloc_psum_bank();
+  const StreamId qin = dma_queue(0), qout = dma_queue(1), qparam = dma_queue(2);
+  if (io.weight) {
+    AccessPattern w;
+    w.space = MemSpace::kHbm;
+    w.dtype = io.weight->dtype;
+    w.partitions = P;
+    w.partition_stride = 0;
+    w.offset = io.weight->address;
+    w.ndims = 1;
+    w.dims[0] = {io.weight->strides.empty() ? 1 : io.weight->strides.back(), d};
+    b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, d), w));
+  }
+  const Token params = b.mark(qparam);
+  b.emit(kVector, isa::memset(isa::sbuf_tile(DType::kFp32, P, ones_off, 1), 1.0f));
+  b.emit(kVector, isa::memset(isa::sbuf(DType::kFp32, 0, 1, gw_off, {{1, d}}), 0.0f));
+  b.emit(kVector, isa::memset(isa::sbuf(DType::kFp32, 0, 1, gb_off, {{1, d}}), 0.0f));
+  const float inv_d = 1.0f / static_cast<float>(D);
+  Token free_all;
+  for (const RowTile& t : l.tiles) {
+    const uint32_t p = t.rows;
+    auto col = [&](int i) { return isa::sbuf_tile(DType::kFp32, p, s_off + i * 4, 1); };
+    const AccessPattern mean = col(0), rstd = col(1), a = col(2), c = col(3), neg_mean = col(4);
+    const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off, d), g = isa::sbuf_tile(DType::kFp32, p, g_off, d),
+                        h = isa::sbuf_tile(DType::kFp32, p, h_off, d), tt = isa::sbuf_tile(DType::kFp32, p, t_off, d);
+    const int64_t row0 = t.offset[1] / D;
+    auto stat_ap = [&](const TensorDesc& s) {
+      AccessPattern ap;
+      ap.space = MemSpace::kHbm;
+      ap.dtype = s.dtype;
+      ap.partitions = p;
+      ap.partition_stride = 1;
+      ap.offset = s.address + static_cast<uint64_t>(row0) * dtype_size(s.dtype);
+      return ap;
+    };
+    b.wait(qin, free_all);
+    b.emit(qin, isa::dma_copy(x, row_ap(io.in, l, t, 1, 0, d)));
+    b.emit(qin, isa::dma_copy(g, row_ap(io.grad_out, l, t, 0, 0, d)));
+    b.emit(qin, isa::dma_copy(mean, stat_ap(io.mean)));
+    b.emit(qin, isa::dma_copy(rstd, stat_ap(io.rstd)));
+    b.wait(kVector, b.mark(qin));
+    b.wait(kVector, params);
+    b.wait(kVector, free_all);
+    // xhat = (x - mean) * rstd; gxhat = g * w
+    b.emit(kVector, isa::tensor_scalar(neg_mean, mean, AluOp::kMultiply, isa::imm(-1.0f)));
+    b.emit(kVector, isa::tensor_scalar(h, x, AluOp::kAdd, isa::per_partition(neg_mean), AluOp::kMultiply, isa::per_partition(rstd)));
+    if (io.weight) b.emit(kVector, isa::tensor_tensor(tt, g, isa::sbuf_tile(DType::kFp32, p, w_off, d), AluOp::kMultiply));
+    else b.emit(kVector, isa::tensor_copy(tt, g));
+    // a = mean(gxhat), c = mean(gxhat * xhat)
+    b.emit(kVector, isa::tensor_reduce(a, tt, ReduceOp::kAdd));
+    b.emit(kVector, isa::tensor_tensor(x, tt, h, AluOp::kMultiply));  // x is free now
+    b.emit(kVector, isa::tensor_reduce(c, x, ReduceOp::kAdd));
+    b.emit(kVector, isa::tensor_scalar(a, a, AluOp::kMultiply, isa::imm(inv_d)));
+    b.emit(kVector, isa::tensor_scalar(c, c, AluOp::kMultiply, isa::imm(inv_d)));
+    // grad_in = rstd * (gxhat - a - xhat * c)
+    b.emit(kVector, isa::tensor_scalar(x, h, AluOp::kMultiply, isa::per_partition(c)));
+    b.emit(kVector, isa::tensor_tensor(x, tt, x, AluOp::kSubtract));
+    b.emit(kVector, isa::tensor_scalar(x, x, AluOp::kSubtract, isa::per_partition(a), AluOp::kMultiply, isa::per_partition(rstd)));
+    // g * xhat for grad_weight (reuse tt)
+    b.emit(kVector, isa::tensor_tensor(tt, g, h, AluOp::kMultiply));
+    const Token computed = b.mark(kVector);
+    if (io.grad_in) {
+      b.wait(qout, computed);
+      b.emit(qout, isa::dma_copy(row_ap(*io.grad_in, l, t, 2, 0, d), x));
+    }
+    // Column sums over the rows on TensorE: ones^T @ M, 512 columns at a time.
+    b.wait(kTensor, computed);
+    for (uint32_t c0 = 0; c0 < d; c0 += NT) {
+      const uint32_t cw = std::min(NT, d - c0);
+      const AccessPattern ones = isa::sbuf_tile(DType::kFp32, p, ones_off, 1);
+      b.emit(kTensor, isa::matmul(isa::psum_tile(DType::kFp32, 1, bank0, cw), ones,
+                                  isa::sbuf_tile(DType::kFp32, p, t_off + c0 * 4, cw), false));
+      b.emit(kTensor, isa::matmul(isa::psum_tile(DType::kFp32, 1, bank1, cw), ones,
+                                  isa::sbuf_tile(DType::kFp32, p, g_off + c0 * 4, cw), false));
+      const Token mm = b.mark(kTensor);
+      b.wait(kVector, mm);
+      b.emit(kVector, isa::tensor_tensor(isa::sbuf(DType::kFp32, 0, 1, gw_off + c0 * 4, {{1, cw}}),
+                                         isa::sbuf(DType::kFp32, 0, 1, gw_off + c0 * 4, {{1, cw}}),
+                                         isa::psum_tile(DType::kFp32, 1, bank0, cw), AluOp::kAdd));
+      b.emit(kVector, isa::tensor_tensor(isa::sbuf(DType::kFp32, 0, 1, gb_off + c0 * 4, {{1, cw}}),
+                                         isa::sbuf(DType::kFp32, 0, 1, gb_off + c0 * 4, {{1, cw}}),
+                                         isa::psum_tile(DType::kFp32, 1, bank1, cw), AluOp::kAdd));
+      b.wait(kTensor, b.mark(kVector));
+    }
+    free_all = b.mark(kTensor);
+    if (io.grad_in) {
+      b.wait(kTensor, b.mark(qout));
+      free_all = b.mark(kTensor);
+    }
+  }
+  auto store_param_grad = [&](const TensorDesc& out, uint64_t off) {
+    AccessPattern ap;
+    ap.space = MemSpace::kHbm;
+    ap.dtype = out.dtype;
+    ap.partitions = 1;
+    ap.offset = out.address;
+    ap.ndims = 1;
+    ap.dims[0] = {out.strides.empty() ? 1 : out.strides.back(), d};
+    b.emit(qout, isa::dma_copy(ap, isa::sbuf(DType::kFp32, 0, 1, off, {{1, d}})));
+  };
+  b.wait(qout, b.mark(kVector));
+  if (io.grad_weight) store_param_grad(*io.grad_weight, gw_off);
+  if (io.grad_bias) store_param_grad(*io.grad_bias, gb_off);
+  return std::move(b).build();
+}
+
+}  // namespace neuronsim::kernels

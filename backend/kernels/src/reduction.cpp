@@ -1,0 +1,222 @@
+#include "neuronsim/kernels/reduction.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "neuronsim/device/instructions.h"
+#include "neuronsim/kernels/program_builder.h"
+#include "neuronsim/kernels/tiling.h"
+
+namespace neuronsim::kernels {
+
+using namespace device;
+using Token = ProgramBuilder::Token;
+
+namespace {
+
+AluOp combine_op(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::kAdd: return AluOp::kAdd;
+    case ReduceOp::kMax: return AluOp::kMax;
+    case ReduceOp::kMin: return AluOp::kMin;
+    case ReduceOp::kMultiply: return AluOp::kMultiply;
+  }
+  return AluOp::kAdd;
+}
+
+struct Dims {
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> in_strides, out_strides;
+};
+
+}  // namespace
+
+Program build_reduce(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                     const ReduceSpec& spec, const CoreParams& core) {
+  const int64_t nd = in.dim();
+  std::vector<bool> reduced(static_cast<size_t>(nd), spec.dims.empty());
+  for (int64_t d : spec.dims) reduced.at(static_cast<size_t>(d < 0 ? d + nd : d)) = true;
+  // Output strides per input dim (0 on reduced dims); out may keep them as size-1 dims.
+  std::vector<int64_t> ostride(static_cast<size_t>(nd), 0);
+  {
+    size_t o = 0;
+    const bool keepdim = out.dim() == nd;
+    for (int64_t d = 0; d < nd; ++d) {
+      if (reduced[d]) {
+        if (keepdim) ++o;
+        continue;
+      }
+      if (o >= out.sizes.size()) throw std::invalid_argument("reduce: output rank does not match");
+      ostride[d] = out.strides[o++];
+    }
+  }
+  Dims kept, red;
+  for (int64_t d = 0; d < nd; ++d) {
+    Dims& t = reduced[d] ? red : kept;
+    t.sizes.push_back(in.sizes[d]);
+    t.in_strides.push_back(in.strides[d]);
+    t.out_strides.push_back(ostride[d]);
+  }
+  std::vector<std::vector<int64_t>> ks{kept.in_strides, kept.out_strides}, rs{red.in_strides};
+  coalesce(kept.sizes, ks);
+  coalesce(red.sizes, rs);
+  if (red.sizes.size() > 2) {
+    throw std::invalid_argument(fmt::format("{}: more than two non-adjacent reduced dims", name));
+  }
+  if (kept.sizes.empty()) {
+    kept.sizes = {1};
+    ks = {{0}, {0}};
+  }
+  if (red.sizes.empty()) {
+    red.sizes = {1};
+    rs = {{0}};
+  }
+  uint64_t red_total = 1;
+  for (int64_t s : red.sizes) red_total *= static_cast<uint64_t>(s);
+
+  ProgramBuilder b(name, core);
+  const uint32_t P = core.sbuf.partitions;
+  const uint64_t budget = core.sbuf.partition_bytes / 2;
+  const uint64_t chunk_cap = std::max<uint64_t>(1, std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (4 * 4)));
+  // Chunks along the innermost reduced dim; an outer reduced dim is iterated.
+  const int64_t inner = red.sizes.back();
+  const int64_t outer = red.sizes.size() == 2 ? red.sizes[0] : 1;
+  const int64_t chunk = std::min<int64_t>(inner, static_cast<int64_t>(chunk_cap));
+  const uint64_t x_off = b.alloc_sbuf(2 * uint64_t(chunk) * 4);
+  const uint64_t w_off = b.alloc_sbuf(uint64_t(chunk) * 4);   // scratch (variance, arg)
+  const uint64_t i_off = b.alloc_sbuf(uint64_t(chunk) * 4);   // iota (arg)
+  const uint64_t acc_off = b.alloc_sbuf(8 * 4);               // acc, partial, mean, idx, tmp
+  const StreamId qin = dma_queue(0), qout = dma_queue(1);
+  const size_t nk = kept.sizes.size();
+  const int64_t rows = kept.sizes.back();
+  std::vector<int64_t> loop(nk - 1, 0);
+  Token x_free[2], acc_free;
+  uint64_t load_count = 0;
+  auto col = [&](int i, uint32_t p) { return isa::sbuf_tile(DType::kFp32, p, acc_off + i * 4, 1); };
+  while (true) {
+    int64_t in_base = 0, out_base = 0;
+    for (size_t j = 0; j + 1 < nk; ++j) {
+      in_base += loop[j] * ks[0][j];
+      out_base += loop[j] * ks[1][j];
+    }
+    for (int64_t r0 = 0; r0 < rows; r0 += P) {
+      const uint32_t p = static_cast<uint32_t>(std::min<int64_t>(P, rows - r0));
+      const int64_t row_in = in_base + r0 * ks[0].back();
+      const int64_t row_out = out_base + r0 * ks[1].back();
+      const AccessPattern acc = col(0, p), part = col(1, p), mean = col(2, p), idx = col(3, p), tmp = col(4, p);
+      b.wait(kVector, acc_free);
+      // Pass 0 (variance only): the mean. Pass 1: the reduction proper.
+      const int passes = spec.variance ? 2 : 1;
+      for (int pass = 0; pass < passes; ++pass) {
+        bool first = true;
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t c0 = 0; c0 < inner; c0 += chunk) {
+            const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, inner - c0));
+            const int slot = static_cast<int>(load_count++ % 2);
+            const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t(chunk) * 4, cw);
+            AccessPattern src;
+            src.space = MemSpace::kHbm;
+            src.dtype = in.dtype;
+            src.partitions = p;
+            src.partition_stride = ks[0].back();
+            const int64_t e = row_in + o * (outer > 1 ? rs[0][0] : 0) + c0 * rs[0].back();
+            src.offset = static_cast<uint64_t>(static_cast<int64_t>(in.address) + e * static_cast<int64_t>(dtype_size(in.dtype)));
+            src.ndims = 1;
+            src.dims[0] = {rs[0].back(), cw};
+            b.wait(qin, x_free[slot]);
+            b.emit(qin, isa::dma_copy(x, src));
+            b.wait(kVector, b.mark(qin));
+            const AccessPattern w = isa::sbuf_tile(DType::kFp32, p, w_off, cw);
+            if (spec.variance && pass == 1) {
+              b.emit(kVector, isa::tensor_scalar(w, x, AluOp::kSubtract, isa::per_partition(mean)));
+              b.emit(kVector, isa::tensor_tensor(w, w, w, AluOp::kMultiply));
+              b.emit(kVector, isa::tensor_reduce(part, w, ReduceOp::kAdd));
+            } else if (spec.arg) {
+              // value reduction first; indices are resolved in a second sweep below
+              b.emit(kVector, isa::tensor_reduce(part, x, spec.op));
+            } else {
+              b.emit(kVector, isa::tensor_reduce(part, x, spec.variance ? ReduceOp::kAdd : spec.op));
+            }
+            if (first) b.emit(kVector, isa::tensor_copy(acc, part));
+            else b.emit(kVector, isa::tensor_tensor(acc, acc, part, combine_op(spec.variance ? ReduceOp::kAdd : spec.op)));
+            first = false;
+            x_free[slot] = b.mark(kVector);
+          }
+        }
+        if (spec.variance && pass == 0) {
+          b.emit(kVector, isa::tensor_scalar(mean, acc, AluOp::kMultiply, isa::imm(1.0f / static_cast<float>(red_total))));
+        }
+      }
+      if (spec.arg) {
+        // Second sweep: first index where x == extreme, as min over select(x == m, index, big).
+        bool first = true;
+        for (int64_t o = 0; o < outer; ++o) {
+          for (int64_t c0 = 0; c0 < inner; c0 += chunk) {
+            const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, inner - c0));
+            const int slot = static_cast<int>(load_count++ % 2);
+            const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t(chunk) * 4, cw);
+            AccessPattern src;
+            src.space = MemSpace::kHbm;
+            src.dtype = in.dtype;
+            src.partitions = p;
+            src.partition_stride = ks[0].back();
+            const int64_t e = row_in + o * (outer > 1 ? rs[0][0] : 0) + c0 * rs[0].back();
+            src.offset = static_cast<uint64_t>(static_cast<int64_t>(in.address) + e * static_cast<int64_t>(dtype_size(in.dtype)));
+            src.ndims = 1;
+            src.dims[0] = {rs[0].back(), cw};
+            b.wait(qin, x_free[slot]);
+            b.emit(qin, isa::dma_copy(x, src));
+            const Token loaded = b.mark(qin);
+            const AccessPattern io = isa::sbuf_tile(DType::kFp32, p, i_off, cw);
+            b.emit(kGpSimd, isa::iota(isa::sbuf_tile(DType::kFp32, p, i_off, cw), static_cast<int32_t>(o * inner + c0), 0, {1}));
+            const Token iota_done = b.mark(kGpSimd);
+            b.wait(kVector, loaded);
+            b.wait(kVector, iota_done);
+            const AccessPattern w = isa::sbuf_tile(DType::kFp32, p, w_off, cw);
+            b.emit(kVector, isa::tensor_scalar(w, x, AluOp::kIsEqual, isa::per_partition(acc)));
+            b.emit(kVector, isa::select(w, w, io, 3.0e38f));
+            b.emit(kVector, isa::tensor_reduce(part, w, ReduceOp::kMin));
+            if (first) b.emit(kVector, isa::tensor_copy(idx, part));
+            else b.emit(kVector, isa::tensor_tensor(idx, idx, part, AluOp::kMin));
+            first = false;
+            x_free[slot] = b.mark(kVector);
+            b.wait(kGpSimd, x_free[slot]);
+          }
+        }
+      }
+      const AccessPattern* result = spec.arg ? &idx : &acc;
+      if (spec.variance || spec.scale != 1.0f) {
+        b.emit(kVector, isa::tensor_scalar(tmp, acc, AluOp::kMultiply, isa::imm(spec.scale)));
+        result = &tmp;
+      }
+      Token ready = b.mark(kVector);
+      if (spec.sqrt) {
+        b.wait(kScalar, ready);
+        b.emit(kScalar, isa::activation(tmp, *result, ActFunc::kSqrt));
+        result = &tmp;
+        ready = b.mark(kScalar);
+      }
+      AccessPattern dst;
+      dst.space = MemSpace::kHbm;
+      dst.dtype = out.dtype;
+      dst.partitions = p;
+      dst.partition_stride = ks[1].back();
+      dst.offset = static_cast<uint64_t>(static_cast<int64_t>(out.address) + row_out * static_cast<int64_t>(dtype_size(out.dtype)));
+      b.wait(qout, ready);
+      b.emit(qout, isa::dma_copy(dst, *result));
+      acc_free = b.mark(qout);
+      if (spec.sqrt) b.wait(kScalar, acc_free);
+    }
+    size_t j = 0;
+    for (; j + 1 < nk; ++j) {
+      if (++loop[j] < kept.sizes[j]) break;
+      loop[j] = 0;
+    }
+    if (j + 1 >= nk) break;
+  }
+  return std::move(b).build();
+}
+
+}  // namespace neuronsim::kernels

@@ -1,0 +1,166 @@
+#include "neuronsim/kernels/tiling.h"
+
+#include <algorithm>
+
+namespace neuronsim::kernels {
+namespace {
+
+struct Layout {
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides;  // [operand][dim]
+  std::vector<int64_t> base;                  // [operand] element offset
+};
+
+// Splits dim d into [size / f, f] (requires size % f == 0).
+void split(Layout& l, size_t d, int64_t f) {
+  const int64_t outer = l.sizes[d] / f;
+  l.sizes[d] = f;
+  l.sizes.insert(l.sizes.begin() + static_cast<int64_t>(d), outer);
+  for (auto& s : l.strides) s.insert(s.begin() + static_cast<int64_t>(d), s[d] * f);
+}
+
+int64_t largest_divisor_at_most(int64_t n, int64_t cap) {
+  for (int64_t r = std::min(n, cap); r > 1; --r) {
+    if (n % r == 0) return r;
+  }
+  return 1;
+}
+
+void emit(const Layout& l, uint32_t max_p, uint64_t max_free, std::vector<Tile>& out) {
+  const size_t n = l.sizes.size();  // >= 2 here; last dim is inner, dims [0, n-1) are outer
+  const size_t ops = l.strides.size();
+  // Partition dim: the largest outer dim; a second free dim: the next largest that still fits.
+  size_t pdim = 0;
+  for (size_t d = 0; d + 1 < n; ++d) {
+    if (l.sizes[d] > l.sizes[pdim]) pdim = d;
+  }
+  const int64_t inner = l.sizes[n - 1];
+  size_t mdim = n;  // none
+  for (size_t d = 0; d + 1 < n; ++d) {
+    if (d == pdim) continue;
+    if (static_cast<uint64_t>(l.sizes[d] * inner) <= max_free && (mdim == n || l.sizes[d] > l.sizes[mdim])) {
+      mdim = d;
+    }
+  }
+  std::vector<size_t> loops;
+  for (size_t d = 0; d + 1 < n; ++d) {
+    if (d != pdim && d != mdim) loops.push_back(d);
+  }
+  std::vector<int64_t> idx(loops.size(), 0);
+  while (true) {
+    for (int64_t p0 = 0; p0 < l.sizes[pdim]; p0 += max_p) {
+      Tile t;
+      t.partitions = static_cast<uint32_t>(std::min<int64_t>(max_p, l.sizes[pdim] - p0));
+      if (mdim != n) {
+        t.nfree = 2;
+        t.free_sizes = {static_cast<uint32_t>(l.sizes[mdim]), static_cast<uint32_t>(inner)};
+      } else {
+        t.nfree = 1;
+        t.free_sizes = {static_cast<uint32_t>(inner), 1};
+      }
+      for (size_t k = 0; k < ops; ++k) {
+        TileOperand o;
+        o.offset = l.base[k] + p0 * l.strides[k][pdim];
+        for (size_t j = 0; j < loops.size(); ++j) o.offset += idx[j] * l.strides[k][loops[j]];
+        o.partition_stride = l.strides[k][pdim];
+        if (mdim != n) o.free_strides = {l.strides[k][mdim], l.strides[k][n - 1]};
+        else o.free_strides = {l.strides[k][n - 1], 0};
+        t.operands.push_back(o);
+      }
+      out.push_back(std::move(t));
+    }
+    size_t j = 0;
+    for (; j < loops.size(); ++j) {
+      if (++idx[j] < l.sizes[loops[j]]) break;
+      idx[j] = 0;
+    }
+    if (j == loops.size()) break;
+  }
+}
+
+void tile_layout(Layout l, uint32_t max_p, uint64_t max_free, std::vector<Tile>& out) {
+  if (l.sizes.empty()) {
+    l.sizes.push_back(1);
+    for (auto& s : l.strides) s.push_back(0);
+  }
+  // Inner dim larger than a tile: split it, the remainder becomes its own layout.
+  const size_t last = l.sizes.size() - 1;
+  if (static_cast<uint64_t>(l.sizes[last]) > max_free) {
+    const int64_t f = static_cast<int64_t>(max_free);
+    const int64_t q = l.sizes[last] / f, rem = l.sizes[last] % f;
+    if (rem) {
+      Layout r = l;
+      r.sizes[last] = rem;
+      for (size_t k = 0; k < r.base.size(); ++k) r.base[k] += q * f * l.strides[k][last];
+      l.sizes[last] = q * f;
+      tile_layout(r, max_p, max_free, out);
+    }
+    split(l, last, f);
+  }
+  if (l.sizes.size() == 1) {
+    l.sizes.insert(l.sizes.begin(), 1);
+    for (auto& s : l.strides) s.insert(s.begin(), 0);
+  }
+  // Few rows but a long row: fold part of the inner dim into partitions.
+  size_t n = l.sizes.size();
+  int64_t outer_max = 1;
+  for (size_t d = 0; d + 1 < n; ++d) outer_max = std::max(outer_max, l.sizes[d]);
+  if (outer_max < static_cast<int64_t>(max_p) && l.sizes[n - 1] >= 2 * static_cast<int64_t>(max_p)) {
+    const int64_t r = largest_divisor_at_most(l.sizes[n - 1], static_cast<int64_t>(max_p) / std::max<int64_t>(1, outer_max));
+    if (r > 1) split(l, n - 1, l.sizes[n - 1] / r);
+  }
+  // Many rows of a short inner dim: fold rows into a second free dim.
+  n = l.sizes.size();
+  size_t pdim = 0;
+  for (size_t d = 0; d + 1 < n; ++d) {
+    if (l.sizes[d] > l.sizes[pdim]) pdim = d;
+  }
+  const int64_t inner = l.sizes[n - 1];
+  if (l.sizes[pdim] > static_cast<int64_t>(max_p) && static_cast<uint64_t>(inner) * 2 <= max_free) {
+    const int64_t cap = std::min<int64_t>(l.sizes[pdim] / static_cast<int64_t>(max_p),
+                                          static_cast<int64_t>(max_free) / inner);
+    const int64_t r = largest_divisor_at_most(l.sizes[pdim], cap);
+    if (r > 1) split(l, pdim, l.sizes[pdim] / r);
+  }
+  emit(l, max_p, max_free, out);
+}
+
+}  // namespace
+
+void coalesce(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides) {
+  std::vector<int64_t> ns;
+  std::vector<std::vector<int64_t>> nst(strides.size());
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 1) continue;
+    if (!ns.empty()) {
+      bool merge = true;
+      for (size_t k = 0; k < strides.size(); ++k) {
+        if (nst[k].back() != strides[k][d] * sizes[d]) merge = false;
+      }
+      if (merge) {
+        ns.back() *= sizes[d];
+        for (size_t k = 0; k < strides.size(); ++k) nst[k].back() = strides[k][d];
+        continue;
+      }
+    }
+    ns.push_back(sizes[d]);
+    for (size_t k = 0; k < strides.size(); ++k) nst[k].push_back(strides[k][d]);
+  }
+  sizes = std::move(ns);
+  strides = std::move(nst);
+}
+
+std::vector<Tile> make_tiles(const std::vector<int64_t>& sizes,
+                             const std::vector<std::vector<int64_t>>& strides,
+                             uint32_t max_partitions, uint64_t max_free_elements) {
+  std::vector<Tile> out;
+  for (int64_t s : sizes) {
+    if (s == 0) return out;  // empty tensor: nothing to do
+  }
+  Layout l{sizes, strides, std::vector<int64_t>(strides.size(), 0)};
+  coalesce(l.sizes, l.strides);
+  tile_layout(std::move(l), max_partitions, std::max<uint64_t>(1, max_free_elements), out);
+  return out;
+}
+
+}  // namespace neuronsim::kernels

@@ -1,0 +1,172 @@
+// neuronsim._C: the Python entry points of the neuron backend.
+#include <torch/csrc/Generator.h>
+#include <torch/extension.h>
+
+#include "aten/native_boxed.h"
+#include "runtime/context.h"
+#include "runtime/generator.h"
+#include "runtime/hooks.h"
+#include "runtime/op_tracking.h"
+
+namespace neuronsim::backend {
+void register_native_ops();
+}
+
+namespace py = pybind11;
+using namespace neuronsim;
+using namespace neuronsim::backend;
+
+namespace {
+
+py::dict memory_stats(int dev) {
+  py::dict out;
+  if (!runtime::Runtime::initialized()) return out;
+  const auto s = with_runtime([&](runtime::Runtime& r) { return r.allocator(dev).stats(); });
+  const char* pools[] = {"all", "small_pool", "large_pool"};
+  auto add = [&](const char* name, const runtime::StatArray& a) {
+    for (int i = 0; i < 3; ++i) {
+      const std::string p = std::string(name) + "." + pools[i] + ".";
+      out[py::str(p + "current")] = a[i].current;
+      out[py::str(p + "peak")] = a[i].peak;
+      out[py::str(p + "allocated")] = a[i].allocated;
+      out[py::str(p + "freed")] = a[i].freed;
+    }
+  };
+  add("allocation", s.allocation);
+  add("segment", s.segment);
+  add("active", s.active);
+  add("inactive_split", s.inactive_split);
+  add("allocated_bytes", s.allocated_bytes);
+  add("reserved_bytes", s.reserved_bytes);
+  add("active_bytes", s.active_bytes);
+  add("inactive_split_bytes", s.inactive_split_bytes);
+  add("requested_bytes", s.requested_bytes);
+  out["num_alloc_retries"] = s.num_alloc_retries;
+  out["num_ooms"] = s.num_ooms;
+  out["num_device_alloc"] = s.num_device_alloc;
+  out["num_device_free"] = s.num_device_free;
+  out["num_sync_all_streams"] = 0;
+  out["max_split_size"] = -1;
+  out["oversize_allocations.current"] = 0;
+  out["oversize_allocations.peak"] = 0;
+  out["oversize_segments.current"] = 0;
+  out["oversize_segments.peak"] = 0;
+  return out;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "neuronsim: the simulated Trainium NeuronCore as a PyTorch device";
+  m.def("_init", [] {
+    register_hooks();
+    register_native_ops();
+  });
+  m.def("_configure", [](const std::string& preset, const std::vector<std::string>& overrides,
+                         const std::vector<uint32_t>& visible, bool blocking, bool isa) {
+    runtime::RuntimeConfig c;
+    c.preset = preset;
+    c.overrides = overrides;
+    c.visible_cores = visible;
+    c.launch_blocking = blocking;
+    c.isa_mode = isa;
+    try {
+      runtime::Runtime::configure(c);
+      // Validate now so a bad preset or key fails here with its message.
+      runtime::Runtime::visible_device_count(c);
+    } catch (...) {
+      rethrow_as_torch_error();
+    }
+  });
+  m.def("_config", [] {
+    const auto& c = runtime::Runtime::pending();
+    py::dict d;
+    d["preset"] = c.preset;
+    d["overrides"] = c.overrides;
+    d["visible_cores"] = c.visible_cores;
+    d["launch_blocking"] = c.launch_blocking;
+    d["isa_mode"] = c.isa_mode;
+    return d;
+  });
+  m.def("_device_count", [] { return static_cast<int>(device_count()); });
+  m.def("_device_count_noexcept", [] { return static_cast<int>(device_count_noexcept()); });
+  m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_set_device", [](int d) { set_current_device(static_cast<c10::DeviceIndex>(d)); });
+  m.def("_is_initialized", [] { return runtime::Runtime::initialized(); });
+  m.def("_lazy_init", [] { with_runtime([](runtime::Runtime&) { return 0; }); });
+  m.def("_is_in_bad_fork", [] { return in_bad_fork(); });
+  m.def("_synchronize", [](int) {
+    with_runtime([](runtime::Runtime& r) {
+      r.synchronize();
+      return 0;
+    });
+  });
+  m.def("_device_name", [](int d) {
+    return with_runtime([&](runtime::Runtime& r) { return r.device_name(d); });
+  });
+  m.def("_device_properties", [](int d) {
+    return with_runtime([&](runtime::Runtime& r) {
+      py::dict p;
+      const auto& chip = r.device().params();
+      p["name"] = r.device_name(d);
+      p["total_memory"] = r.segments(d).capacity();
+      p["preset"] = chip.preset_name;
+      p["instance"] = chip.instance_name;
+      p["physical_core"] = r.physical_core(d);
+      p["tensor_peak_flops"] = chip.tensor_peak_flops();
+      p["hbm_bandwidth_bytes_per_s"] = chip.hbm.bandwidth_bytes_per_s;
+      return p;
+    });
+  });
+  m.def("_memory_stats", &memory_stats);
+  m.def("_mem_get_info", [](int d) {
+    return with_runtime([&](runtime::Runtime& r) { return r.allocator(d).mem_info(); });
+  });
+  m.def("_empty_cache", [] {
+    if (!runtime::Runtime::initialized()) return;
+    with_runtime([](runtime::Runtime& r) {
+      for (uint32_t d = 0; d < r.device_count(); ++d) r.allocator(d).empty_cache();
+      return 0;
+    });
+  });
+  m.def("_reset_peak_memory_stats", [](int d) {
+    with_runtime([&](runtime::Runtime& r) {
+      r.allocator(d).reset_peak_stats();
+      return 0;
+    });
+  });
+  m.def("_reset_accumulated_memory_stats", [](int d) {
+    with_runtime([&](runtime::Runtime& r) {
+      r.allocator(d).reset_accumulated_stats();
+      return 0;
+    });
+  });
+  m.def("_host_time_ns", [] {
+    return with_runtime([](runtime::Runtime& r) { return r.host_time().ns(); });
+  });
+  m.def("_device_time_ns", [] {
+    return with_runtime([](runtime::Runtime& r) { return r.device_time().ns(); });
+  });
+  m.def("_launches", [] { return with_runtime([](runtime::Runtime& r) { return r.launches(); }); });
+  m.def("_device_stats_json", [] {
+    return with_runtime([](runtime::Runtime& r) { return r.device().stats().to_json().dump(); });
+  });
+  m.def("_default_generator", [](int d) {
+    return py::reinterpret_steal<py::object>(
+        THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(d))));
+  });
+  m.def("_executed_ops", [] { return OpTracker::get().executed(); });
+  m.def("_fallback_ops", [] { return OpTracker::get().fallbacks(); });
+  m.def("_clear_op_tracking", [] { OpTracker::get().clear(); });
+  m.def("_op_counts", [] {
+    py::dict out;
+    for (const auto& [name, c] : OpTracker::get().counts()) {
+      py::dict d;
+      d["native"] = c.native;
+      d["fallback"] = c.fallback;
+      d["computed_at_32_bits"] = c.computed_at_32_bits;
+      out[py::str(name)] = d;
+    }
+    return out;
+  });
+}

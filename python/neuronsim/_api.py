@@ -1,0 +1,66 @@
+"""neuronsim's own functions: configuration, the simulated clock, op tracking and reports."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from neuronsim import _C
+
+_compile_counts = {"graphs": 0, "nodes": 0, "backward_graphs": 0}
+
+
+def configure(
+    preset: str = "trn1",
+    set: list[str] | tuple[str, ...] = (),  # noqa: A002 - mirrors the --set flag
+    visible_cores: list[int] | tuple[int, ...] = (),
+    launch_blocking: bool = False,
+    isa_mode: bool = False,
+) -> None:
+    """Chooses the simulated hardware before the first use of a neuron device.
+
+    Equivalent to NEURON_SIM_PRESET / NEURON_SIM_SET / NEURON_RT_VISIBLE_CORES /
+    NEURON_LAUNCH_BLOCKING / NEURON_SIM_MODE=isa. Raises once the device is in use.
+    """
+    _C._configure(preset, list(set), list(visible_cores), launch_blocking, isa_mode)
+
+
+def simulated_time_ns() -> float:
+    """The device clock: simulated nanoseconds since the device was initialised."""
+    return _C._device_time_ns() if _C._is_initialized() else 0.0
+
+
+def host_time_ns() -> float:
+    """The host clock: launch overheads, CPU fallbacks and waits, in simulated nanoseconds."""
+    return _C._host_time_ns() if _C._is_initialized() else 0.0
+
+
+def device_stats() -> dict[str, Any]:
+    """Every device statistic (per engine instructions, busy time, bytes moved), with units."""
+    if not _C._is_initialized():
+        return {}
+    return json.loads(_C._device_stats_json())
+
+
+def get_executed_ops() -> set[str]:
+    """ATen ops (``"aten::add"``) that ran natively since the last clear."""
+    return set(_C._executed_ops())
+
+
+def get_fallback_ops() -> set[str]:
+    """ATen ops that ran through the CPU fallback since the last clear."""
+    return set(_C._fallback_ops())
+
+
+def clear_op_tracking() -> None:
+    _C._clear_op_tracking()
+
+
+def op_report() -> dict[str, dict[str, int]]:
+    """Per-op counts since the last clear: native, fallback, computed_at_32_bits (64-bit data)."""
+    return dict(sorted(_C._op_counts().items()))
+
+
+def compile_stats() -> dict[str, int]:
+    """Graphs compiled by ``torch.compile(backend="neuron")`` and the ATen nodes they held."""
+    return dict(_compile_counts)

@@ -1,0 +1,84 @@
+"""``torch.compile(backend="neuron")``: captured graphs (forward and, through AOT autograd,
+backward) run with the device's eager kernels, so results and simulated time match eager mode.
+Fusion into larger kernels is not done yet; graphs and nodes are counted (``compile_stats``)."""
+
+from __future__ import annotations
+
+import torch
+
+from neuronsim import _api
+
+
+def _make_compiler(kind: str):
+    def compiler(gm: torch.fx.GraphModule, example_inputs):
+        _api._compile_counts["backward_graphs" if kind == "backward" else "graphs"] += 1
+        _api._compile_counts["nodes"] += sum(
+            1 for n in gm.graph.nodes if n.op == "call_function"
+        )
+        return gm.forward
+
+    return compiler
+
+
+def register() -> None:
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.registry import _COMPILER_FNS, register_backend
+    from torch._dynamo.device_interface import register_interface_for_device
+
+    if "neuron" not in _COMPILER_FNS:
+        backend = aot_autograd(
+            fw_compiler=_make_compiler("forward"), bw_compiler=_make_compiler("backward")
+        )
+        register_backend(compiler_fn=backend, name="neuron")
+    register_interface_for_device("neuron", _neuron_interface())
+
+
+def _neuron_interface():
+    from torch._dynamo.device_interface import DeviceInterface
+
+    from neuronsim import device_module as dm
+
+    class NeuronInterface(DeviceInterface):
+        class Worker:
+            @staticmethod
+            def set_device(device: int):
+                dm.set_device(device)
+
+            @staticmethod
+            def current_device() -> int:
+                return dm.current_device()
+
+            @staticmethod
+            def get_device_properties(device=None):
+                return dm.get_device_properties(device)
+
+        current_device = staticmethod(dm.current_device)
+        set_device = staticmethod(dm.set_device)
+        device_count = staticmethod(dm.device_count)
+        is_available = staticmethod(dm.is_available)
+        synchronize = staticmethod(dm.synchronize)
+        get_device_properties = staticmethod(dm.get_device_properties)
+        Stream = dm.Stream
+        Event = dm.Event
+        current_stream = staticmethod(dm.current_stream)
+        set_stream = staticmethod(dm.set_stream)
+
+        @staticmethod
+        def exchange_device(device: int) -> int:
+            prev = dm.current_device()
+            dm.set_device(device)
+            return prev
+
+        @staticmethod
+        def maybe_exchange_device(device: int) -> int:
+            return NeuronInterface.exchange_device(device) if device >= 0 else dm.current_device()
+
+        @staticmethod
+        def get_raw_stream(device_index: int) -> int:
+            return 0
+
+        @staticmethod
+        def get_compute_capability(device=None):
+            return "neuron"
+
+    return NeuronInterface

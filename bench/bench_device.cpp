@@ -33,7 +33,9 @@ device::Device& bench_device() {
   return *dev;
 }
 
-void shutdown_bench_device() { device_slot().reset(); }
+void shutdown_bench_device() {
+  device_slot().reset();
+}
 
 std::map<std::string, Measurement>& measurements() {
   static std::map<std::string, Measurement> m;

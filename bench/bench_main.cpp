@@ -14,10 +14,11 @@ namespace {
 void print_summary() {
   const auto& ms = measurements();
   if (ms.empty()) return;
-  std::printf("\nneuronsim_bench summary: trn1 preset, 1 NeuronCore, no trace sink. Simulated "
-              "cycles = simulated time x %.1f GHz\n(trn1 base clock). Instructions count every "
-              "program instruction, semaphore waits/signals included.\n\n",
-              kTrn1BaseClockHz * 1e-9);
+  std::printf(
+      "\nneuronsim_bench summary: trn1 preset, 1 NeuronCore, no trace sink; host time is "
+      "process CPU time.\nSimulated cycles = simulated time x %.1f GHz (trn1 base clock). "
+      "Instructions count every program\ninstruction, semaphore waits/signals included.\n\n",
+      kTrn1BaseClockHz * 1e-9);
   std::printf("%-22s %-7s %8s %12s %12s %11s %15s\n", "program", "mode", "instr", "host ms/run",
               "sim us/run", "M instr/s", "M sim cycles/s");
   for (const auto& [key, m] : ms) {
@@ -34,8 +35,8 @@ void print_summary() {
   for (const auto& [key, m] : ms) {
     if (m.mode != "timing") continue;
     const double ratio = m.instructions / m.host_seconds / kInstructionsPerSecondGoal;
-    std::printf("  timing-only >= 1 M instr/s  %-30s %8.3f M instr/s = %6.2fx goal\n",
-                key.c_str(), ratio, ratio);
+    std::printf("  timing-only >= 1 M instr/s  %-30s %8.3f M instr/s = %6.2fx goal\n", key.c_str(),
+                ratio, ratio);
     if (worst < 0 || ratio < worst) worst = ratio, worst_name = key;
   }
   if (worst >= 0) {
@@ -46,13 +47,13 @@ void print_summary() {
     auto it = ms.find(std::string("gemm_1024^3 ") + mode);
     if (it == ms.end()) continue;
     const double s = it->second.host_seconds;
-    std::printf("  1024^3 GEMM well under 1 s  %-30s %8.4f s = %6.3f of 1 s -> %s\n",
+    std::printf("  1024^3 GEMM well under 1 s  %-30s %8.4f s = %.3g of 1 s -> %s\n",
                 it->first.c_str(), s, s / 1.0, s < 0.5 ? "MET (< 0.5 s)" : "NOT MET (>= 0.5 s)");
   }
   for (const auto& [key, m] : ms) {
     if (m.reference_seconds <= 0) continue;
-    std::printf("  full mode vs plain host code %-29s %8.4f s vs %s %.4f s = %.1fx\n",
-                key.c_str(), m.host_seconds, m.reference_name.c_str(), m.reference_seconds,
+    std::printf("  full mode vs plain host code %-29s %8.4f s vs %s %.4f s = %.1fx\n", key.c_str(),
+                m.host_seconds, m.reference_name.c_str(), m.reference_seconds,
                 m.host_seconds / m.reference_seconds);
   }
 }

@@ -35,7 +35,9 @@ GemmOperands& gemm_operands(uint32_t n) {
   return it->second;
 }
 
-float gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); }
+float gelu(float x) {
+  return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
+}
 
 double bias_gelu_checksum(RowMatrix& c, const RowMatrix& bias) {
   double sum = 0;

@@ -46,10 +46,10 @@ void run_program(benchmark::State& state, const std::string& name, ExecMode mode
     ++runs;
   }
   const double n = static_cast<double>(runs);
-  state.counters["instr/s"] = benchmark::Counter(static_cast<double>(instructions) * n,
-                                                 benchmark::Counter::kIsRate);
-  state.counters["cycles/s"] = benchmark::Counter(sim * kTrn1BaseClockHz,
-                                                  benchmark::Counter::kIsRate);
+  state.counters["instr/s"] =
+      benchmark::Counter(static_cast<double>(instructions) * n, benchmark::Counter::kIsRate);
+  state.counters["cycles/s"] =
+      benchmark::Counter(sim * kTrn1BaseClockHz, benchmark::Counter::kIsRate);
   state.counters["sim_us"] = sim / n * 1e6;
   state.counters["instr"] = static_cast<double>(instructions);
 
@@ -59,8 +59,8 @@ void run_program(benchmark::State& state, const std::string& name, ExecMode mode
   m.host_seconds = host / n;
   m.sim_seconds = sim / n;
   if (mode == ExecMode::kTiming) {
-    state.counters["goal_x"] = static_cast<double>(instructions) / m.host_seconds /
-                               kInstructionsPerSecondGoal;
+    state.counters["goal_x"] =
+        static_cast<double>(instructions) / m.host_seconds / kInstructionsPerSecondGoal;
   }
   if (gemm_budget) state.counters["budget_x"] = m.host_seconds / 1.0;
   if (references) {
@@ -113,8 +113,7 @@ void BM_Gemm4096_Timing(benchmark::State& state) {
   run_program(state, "gemm_4096^3", ExecMode::kTiming, gemm4096().program, false);
 }
 void BM_Gemm1024_Full(benchmark::State& state) {
-  run_program(state, "gemm_1024^3", ExecMode::kFull, gemm1024().program, true,
-              gemm1024_references);
+  run_program(state, "gemm_1024^3", ExecMode::kFull, gemm1024().program, true, gemm1024_references);
 }
 void BM_LayerNorm2048x1024_Full(benchmark::State& state) {
   run_program(state, "layernorm_2048x1024", ExecMode::kFull, layernorm2048().program, false,

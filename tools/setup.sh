@@ -39,3 +39,10 @@ BACKEND=OFF
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DNEURONSIM_BUILD_BACKEND=$BACKEND -DPython3_EXECUTABLE="$PWD/.venv/bin/python" >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"
+if [ "$BACKEND" = "ON" ]; then
+  # The extension is built by CMake (above) into python/neuronsim/; this only links the package
+  # into the venv (editable) and registers its torch.backends entry point and console script.
+  if ! .venv/bin/python -c "import importlib.metadata as m; m.version('neuronsim')" >/dev/null 2>&1; then
+    .venv/bin/pip install -q --no-build-isolation --no-deps -e python
+  fi
+fi

@@ -2,6 +2,8 @@
 // and scalar arguments, run by the kernel library's elementwise kernel.
 #include <ATen/ATen.h>
 
+#include <limits>
+
 #include "aten/native_boxed.h"
 #include "aten/tensor_desc.h"
 #include "neuronsim/kernels/elementwise.h"
@@ -51,7 +53,7 @@ class Operands {
 
 using ExprFn = std::function<Arg(Operands&, kernels::Expr&)>;
 
-void reg(const std::string& name, ExprFn fn) {
+void reg(const std::string& name, ExprFn fn, SupportCheck supports = nullptr) {
   register_timing(name, [fn, name](const OpInvocation& inv) {
     Operands ops(inv);
     kernels::Expr e;
@@ -61,7 +63,7 @@ void reg(const std::string& name, ExprFn fn) {
     auto& r = runtime::Runtime::instance();
     return std::vector<device::Program>{kernels::build_elementwise(
         name, ops.inputs, describe(out), e, r.device().params().core)};
-  });
+  }, std::move(supports));
 }
 
 void unary_act(const std::string& name, ActFunc f, float scale = 1.0f, float bias = 0.0f) {
@@ -117,6 +119,48 @@ void register_elementwise_timings() {
     const Arg x = o.get("self");
     return e.alu(AluOp::kNotEqual, x, x);
   });
+  reg("aten::isinf", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kIsEqual, e.alu(AluOp::kAbsMax, o.get("self"), Arg::constant(0)),
+                 Arg::constant(std::numeric_limits<float>::infinity()));
+  });
+  reg("aten::isposinf", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kIsEqual, o.get("self"), Arg::constant(std::numeric_limits<float>::infinity()));
+  });
+  reg("aten::isneginf", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kIsEqual, o.get("self"), Arg::constant(-std::numeric_limits<float>::infinity()));
+  });
+  reg("aten::isfinite", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kIsLt, e.alu(AluOp::kAbsMax, o.get("self"), Arg::constant(0)),
+                 Arg::constant(std::numeric_limits<float>::infinity()));
+  });
+  // Rounding from the fractional part (fmod keeps the sign of x); values >= 2^23 are integers.
+  reg("aten::trunc", [](Operands& o, kernels::Expr& e) {
+    const Arg x = o.get("self");
+    return e.alu(AluOp::kSubtract, x, e.alu(AluOp::kMod, x, Arg::constant(1)));
+  });
+  for (const char* n : {"aten::floor", "aten::ceil"}) {
+    const bool up = std::string(n) == "aten::ceil";
+    reg(n, [up](Operands& o, kernels::Expr& e) {
+      const Arg x = o.get("self");
+      const Arg frac = e.alu(AluOp::kMod, x, Arg::constant(1));
+      const Arg t = e.alu(AluOp::kSubtract, x, frac);
+      const Arg adjust = e.alu(up ? AluOp::kIsGt : AluOp::kIsLt, frac, Arg::constant(0));
+      return e.alu(up ? AluOp::kAdd : AluOp::kSubtract, t, adjust);
+    });
+  }
+  reg("aten::round", [](Operands& o, kernels::Expr& e) {
+    // Half to even: floor(x + 0.5), minus one on an exact tie that landed on an odd number.
+    const Arg x = o.get("self");
+    const Arg t = e.alu(AluOp::kAdd, x, Arg::constant(0.5f));
+    const Arg frac = e.alu(AluOp::kMod, t, Arg::constant(1));
+    const Arg f = e.alu(AluOp::kSubtract, e.alu(AluOp::kSubtract, t, frac),
+                        e.alu(AluOp::kIsLt, frac, Arg::constant(0)));
+    const Arg tie = e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsEqual, f, t),
+                          e.alu(AluOp::kNotEqual, e.alu(AluOp::kMod, f, Arg::constant(2)), Arg::constant(0)));
+    const Arg r = e.alu(AluOp::kSubtract, f, tie);
+    const Arg big = e.alu(AluOp::kIsGe, e.alu(AluOp::kAbsMax, x, Arg::constant(0)), Arg::constant(8388608.0f));
+    return e.select(big, x, r);
+  }, [](const OpInvocation& inv) { return !inv.has_arg("decimals") || inv.scalar("decimals", 0) == 0; });
   reg("aten::bitwise_not", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kBitwiseXor, o.get("self"), Arg::constant(-1));
   });

@@ -126,6 +126,15 @@ void register_reductions() {
       return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
     }, reduce_supported);
   }
+  for (const char* n : {"aten::any", "aten::all"}) {
+    const auto op = std::string(n) == "aten::any" ? device::ReduceOp::kMax : device::ReduceOp::kMin;
+    reg(n, [op](const OpInvocation& inv) {
+      kernels::ReduceSpec s;
+      s.op = op;
+      s.nonzero = true;
+      return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
+    }, reduce_supported);
+  }
   for (const char* n : {"aten::var", "aten::std", "aten::var_mean", "aten::std_mean"}) {
     const std::string name = n;
     reg(n, [name](const OpInvocation& inv) {
@@ -349,6 +358,17 @@ void register_indexing() {
       off += t.size(dim);
     }
     return Programs{kernels::build_copies(inv.name, pairs, core())};
+  });
+  for (const char* n : {"aten::tril", "aten::triu"}) {
+    const bool lower = std::string(n) == "aten::tril";
+    reg(n, [lower](const OpInvocation& inv) {
+      return Programs{kernels::build_triangle(inv.name, describe(inv.tensor(0)), describe(inv.outputs.at(0)),
+                                              inv.arg("diagonal").toInt(), lower, core())};
+    }, [](const OpInvocation& inv) { return inv.tensor(0).dim() >= 2; });
+  }
+  reg("aten::arange", [](const OpInvocation& inv) {
+    return Programs{kernels::build_arange(inv.name, describe(inv.outputs.at(0)), inv.scalar("start", 0),
+                                          inv.scalar("step", 1), core())};
   });
   reg("aten::clone", [](const OpInvocation& inv) {
     return Programs{kernels::build_copy(inv.name, describe(inv.tensor(0)), describe(inv.outputs.at(0)), core())};

@@ -16,6 +16,13 @@ float nan_min(float a, float b) {
 }
 float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+// float -> int64 truncating, with NaN -> 0 and saturation where a plain cast is undefined.
+int64_t to_int(float v) {
+  if (std::isnan(v)) return 0;
+  if (v >= 0x1p63f) return std::numeric_limits<int64_t>::max();
+  if (v < -0x1p63f) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(v);
+}
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 }  // namespace
@@ -43,8 +50,9 @@ float apply_alu_float(AluOp op, float a, float b) {
     case AluOp::kLogicalXor: return ((a != 0.0f) != (b != 0.0f)) ? 1.0f : 0.0f;
     default:
       // Bitwise operators are validated to integer operands; on floats they act on the
-      // truncated integer values.
-      return static_cast<float>(apply_alu_int(op, static_cast<int64_t>(a), static_cast<int64_t>(b)));
+      // truncated integer values. A float step before them (tensor_scalar's alu0, a float
+      // operand) can still yield NaN or inf: those saturate instead of an undefined cast.
+      return static_cast<float>(apply_alu_int(op, to_int(a), to_int(b)));
   }
 }
 

@@ -53,6 +53,9 @@ nlohmann::json describe(const Instruction& in) {
     case Opcode::kMemset:
     case Opcode::kIota:
       break;
+    case Opcode::kRng:
+      a["dist"] = rng_dist_name(in.rng_dist);
+      break;
     default:
       a["src0"] = in.src0.to_string();
   }
@@ -88,6 +91,7 @@ sim::SimTime ComputeEngine::inputs_ready(const Instruction& in) const {
   switch (in.op) {
     case Opcode::kMemset:
     case Opcode::kIota:
+    case Opcode::kRng:
       break;
     case Opcode::kMatmul:
     case Opcode::kTensorTensor:

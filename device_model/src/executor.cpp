@@ -1,10 +1,12 @@
 // Function of each opcode. Data moves partition by partition through fp32 (or int64 for the
 // exact integer path) row buffers, which keeps every opcode a few lines over one iterator.
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "neuronsim/device/executor.h"
+#include "neuronsim/device/philox.h"
 
 namespace neuronsim::device {
 namespace {
@@ -44,6 +46,14 @@ void load_row(const MemoryMap& mem, const AccessPattern& ap, uint32_t p, std::ve
   if (const uint8_t* src = contiguous_row(mem, ap, p)) {
     if (ap.dtype == DType::kFp32) {
       std::memcpy(out.data(), src, out.size() * 4);
+      return;
+    }
+    if (ap.dtype == DType::kBf16) {  // the upper half of an fp32, as bf16_bits_to_float reads it
+      for (size_t i = 0; i < out.size(); ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, src + 2 * i, 2);
+        out[i] = std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+      }
       return;
     }
     const size_t es = dtype_size(ap.dtype);
@@ -109,13 +119,18 @@ bool scalar_is_int(const ScalarOperand& s) {
 // on the vector ABI.)
 typedef float Float8 __attribute__((vector_size(32)));
 
+// An AVX2 build of the kernel next to the baseline one, picked at load time (x86-64 only).
+#if defined(__x86_64__)
+#define NEURONSIM_MATMUL_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define NEURONSIM_MATMUL_CLONES
+#endif
+
 // res[m, n] = sum_k st[m, k] * mv[k, n] (st is M x K, mv is K x N, res is M x N, row-major):
 // every product rounded to fp32, the sum accumulated from 0 in k order in fp32. Blocks of 4 rows
 // x 8 columns keep their sums in registers; the result is the same as one row at a time.
-__attribute__((target_clones("avx2", "default"))) void matmul_kernel(const float* st,
-                                                                     const float* mv, float* res,
-                                                                     uint32_t M, uint32_t K,
-                                                                     uint32_t N) {
+NEURONSIM_MATMUL_CLONES void matmul_kernel(const float* st, const float* mv, float* res,
+                                           uint32_t M, uint32_t K, uint32_t N) {
   const size_t k_len = K, n_len = N;
   auto row_tail = [&](uint32_t m, uint32_t n_begin) {  // one row, columns [n_begin, N)
     const float* a = st + m * k_len;
@@ -402,6 +417,36 @@ void exec_iota(const Instruction& in, const MemoryMap& mem) {
   }
 }
 
+// Element e of the destination (row-major, partition-major) draws Philox word
+// (rng_base + e) of the stream (seed, offset): the same stream the host kernels draw.
+void exec_rng(const Instruction& in, const MemoryMap& mem) {
+  const AccessPattern& d = in.dst;
+  const uint64_t per_p = d.free_elements();
+  std::vector<float> row(per_p);
+  std::vector<int64_t> irow(per_p);
+  for (uint32_t p = 0; p < d.partitions; ++p) {
+    for (uint64_t f = 0; f < per_p; ++f) {
+      const uint64_t i = in.rng_base + p * per_p + f;
+      switch (in.rng_dist) {
+        case RngDist::kUniform:
+          row[f] = in.imm + (in.imm2 - in.imm) * philox::uniform(in.rng_seed, in.rng_offset, i);
+          break;
+        case RngDist::kNormal:
+          row[f] = in.imm + in.imm2 * philox::normal(in.rng_seed, in.rng_offset, i);
+          break;
+        case RngDist::kInteger: {
+          const uint64_t range = static_cast<uint64_t>(static_cast<int64_t>(in.imm2) - static_cast<int64_t>(in.imm));
+          irow[f] = static_cast<int64_t>(in.imm) +
+                    static_cast<int64_t>(philox::bits(in.rng_seed, in.rng_offset, i) % range);
+          break;
+        }
+      }
+    }
+    if (in.rng_dist == RngDist::kInteger) store_row_int(mem, d, p, irow);
+    else store_row(mem, d, p, row);
+  }
+}
+
 void exec_memset(const Instruction& in, const MemoryMap& mem) {
   unsigned char v[4];
   store_float(v, in.dst.dtype, in.imm);
@@ -470,6 +515,7 @@ void execute(const Instruction& in, const MemoryMap& mem) {
     case Opcode::kTensorCopy: exec_copy(in.dst, in.src0, mem, /*int_exact=*/true); return;
     case Opcode::kIota: exec_iota(in, mem); return;
     case Opcode::kMemset: exec_memset(in, mem); return;
+    case Opcode::kRng: exec_rng(in, mem); return;
     case Opcode::kSelect: exec_select(in, mem); return;
     case Opcode::kDmaCopy: exec_dma(in, mem); return;
     case Opcode::kSemWait:

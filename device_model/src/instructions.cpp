@@ -176,6 +176,20 @@ Instruction select(const AccessPattern& dst, const AccessPattern& pred,
   return in;
 }
 
+Instruction rng(const AccessPattern& dst, RngDist dist, float a, float b, uint64_t seed,
+                uint64_t offset, uint64_t base) {
+  Instruction in;
+  in.op = Opcode::kRng;
+  in.dst = dst;
+  in.rng_dist = dist;
+  in.imm = a;
+  in.imm2 = b;
+  in.rng_seed = seed;
+  in.rng_offset = offset;
+  in.rng_base = base;
+  return in;
+}
+
 Instruction sem_wait(uint16_t sem, int32_t value) {
   Instruction in;
   in.op = Opcode::kSemWait;

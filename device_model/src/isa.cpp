@@ -17,7 +17,9 @@ std::optional<E> parse_by_name(std::string_view name, const std::array<std::stri
 constexpr std::array<std::string_view, kOpcodeCount> kOpcodeNames = {
     "matmul",      "transpose",   "activation", "tensor_tensor", "tensor_scalar",
     "tensor_reduce", "tensor_copy", "iota",     "memset",        "select",
-    "dma_copy",    "sem_wait",    "sem_signal"};
+    "dma_copy",    "sem_wait",    "sem_signal", "rng"};
+
+constexpr std::array<std::string_view, 3> kRngNames = {"uniform", "normal", "integer"};
 
 constexpr std::array<std::string_view, 24> kAluNames = {
     "bypass",      "add",        "subtract",    "multiply",    "divide",     "max",
@@ -81,6 +83,14 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view n) {
   return parse_by_name<ReduceOp>(n, kReduceNames);
 }
 
+std::string_view rng_dist_name(RngDist d) {
+  const auto i = static_cast<size_t>(d);
+  return i < kRngNames.size() ? kRngNames[i] : "?";
+}
+std::optional<RngDist> parse_rng_dist(std::string_view n) {
+  return parse_by_name<RngDist>(n, kRngNames);
+}
+
 bool alu_op_is_bitwise(AluOp op) {
   return op == AluOp::kBitwiseAnd || op == AluOp::kBitwiseOr || op == AluOp::kBitwiseXor ||
          op == AluOp::kShiftLeft || op == AluOp::kShiftRight;
@@ -94,13 +104,13 @@ bool engine_supports(EngineKind e, Opcode op) {
     case EngineKind::kVector:
       return op == Opcode::kTensorTensor || op == Opcode::kTensorScalar ||
              op == Opcode::kTensorReduce || op == Opcode::kTensorCopy || op == Opcode::kMemset ||
-             op == Opcode::kSelect;
+             op == Opcode::kSelect || op == Opcode::kRng;
     case EngineKind::kScalar:
       return op == Opcode::kActivation || op == Opcode::kTensorScalar || op == Opcode::kTensorCopy;
     case EngineKind::kGpSimd:
       return op == Opcode::kTensorTensor || op == Opcode::kTensorScalar ||
              op == Opcode::kTensorReduce || op == Opcode::kTensorCopy || op == Opcode::kIota ||
-             op == Opcode::kMemset || op == Opcode::kSelect;
+             op == Opcode::kMemset || op == Opcode::kSelect || op == Opcode::kRng;
     case EngineKind::kDma:
       return op == Opcode::kDmaCopy;
   }

@@ -19,7 +19,8 @@ void for_each_tensor(const Instruction& in, Fn&& fn) {
     case Opcode::kTensorTensor: fn(in.src0); fn(in.src1); break;
     case Opcode::kSelect: fn(in.src0); fn(in.src1); if (in.has_src2) fn(in.src2); break;
     case Opcode::kMemset:
-    case Opcode::kIota: break;
+    case Opcode::kIota:
+    case Opcode::kRng: break;
     default: fn(in.src0); break;
   }
 }
@@ -86,7 +87,8 @@ ComputeCost LaneCostModel::cost(const Instruction& in, bool) const {
   ComputeCost c;
   c.latency_cycles = p_.pipeline_latency_cycles;
   if (in.is_sync()) return c;
-  const bool reads_src0 = in.op != Opcode::kMemset && in.op != Opcode::kIota;
+  const bool reads_src0 =
+      in.op != Opcode::kMemset && in.op != Opcode::kIota && in.op != Opcode::kRng;
   const double N = static_cast<double>(reads_src0 && in.op != Opcode::kSelect
                                            ? in.src0.free_elements()
                                            : in.dst.free_elements());
@@ -106,7 +108,9 @@ ComputeCost LaneCostModel::cost(const Instruction& in, bool) const {
       // elements per lane-cycle (ARCH-v2: 16x fp32, 32x fp16, 64x int8 per 512-bit processor).
       const size_t es = dtype_size(in.dst.dtype);
       const double per_cycle = es >= 4 ? 1.0 : (es == 2 ? 2.0 : 4.0);
-      cycles = p_.start_cycles + (in.op == Opcode::kIota ? N : N / per_cycle) * stride_penalty(in);
+      // rng: one 32-bit Philox word per lane-cycle, as iota (assumption: no published cost).
+      const bool per_element = in.op == Opcode::kIota || in.op == Opcode::kRng;
+      cycles = p_.start_cycles + (per_element ? N : N / per_cycle) * stride_penalty(in);
       break;
     }
     default:

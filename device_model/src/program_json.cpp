@@ -21,19 +21,16 @@ T get_number(const json& j, const std::string& path, T lo, T hi) {
   if (!j.is_number()) bad(path, "expected a number");
   if constexpr (std::is_integral_v<T>) {
     if (!j.is_number_integer()) bad(path, "expected an integer");
-    // Non-negative literals parse as uint64: read them as such, or 2^64-1 would pass as -1.
-    if (j.is_number_unsigned()) {
-      const auto u = j.get<uint64_t>();
-      if (hi < 0 || u > static_cast<uint64_t>(hi) || (lo > 0 && u < static_cast<uint64_t>(lo))) {
-        bad(path, fmt::format("{} is out of range [{}, {}]", u, lo, hi));
-      }
-      return static_cast<T>(u);
+    // Compared in 128 bits: non-negative literals parse as uint64 (2^64-1 must not pass as -1),
+    // and [lo, hi] may be the whole uint64 range.
+    const __int128 x = j.is_number_unsigned() ? static_cast<__int128>(j.get<uint64_t>())
+                                              : static_cast<__int128>(j.get<int64_t>());
+    if (x < static_cast<__int128>(lo) || x > static_cast<__int128>(hi)) {
+      bad(path, j.is_number_unsigned()
+                    ? fmt::format("{} is out of range [{}, {}]", j.get<uint64_t>(), lo, hi)
+                    : fmt::format("{} is out of range [{}, {}]", j.get<int64_t>(), lo, hi));
     }
-    const auto v = j.get<int64_t>();
-    if (v < static_cast<int64_t>(lo) || v > static_cast<int64_t>(hi)) {
-      bad(path, fmt::format("{} is out of range [{}, {}]", v, lo, hi));
-    }
-    return static_cast<T>(v);
+    return static_cast<T>(x);
   } else {
     // A double beyond the float range would silently become inf.
     const double v = j.get<double>();
@@ -96,7 +93,8 @@ std::vector<std::string_view> required_fields(Opcode op) {
     case Opcode::kTensorCopy:
     case Opcode::kDmaCopy: return {"dst", "src0"};
     case Opcode::kIota:
-    case Opcode::kMemset: return {"dst"};
+    case Opcode::kMemset:
+    case Opcode::kRng: return {"dst"};
     case Opcode::kSemWait:
     case Opcode::kSemSignal: return {"sem", "value"};
   }
@@ -178,7 +176,9 @@ json program_to_json(const Program& program) {
         continue;
       }
       o["dst"] = access_pattern_to_json(in.dst);
-      if (in.op != Opcode::kMemset && in.op != Opcode::kIota) o["src0"] = access_pattern_to_json(in.src0);
+      if (in.op != Opcode::kMemset && in.op != Opcode::kIota && in.op != Opcode::kRng) {
+        o["src0"] = access_pattern_to_json(in.src0);
+      }
       if (in.op == Opcode::kMatmul || in.op == Opcode::kTensorTensor || in.op == Opcode::kSelect) {
         o["src1"] = access_pattern_to_json(in.src1);
       }
@@ -187,8 +187,9 @@ json program_to_json(const Program& program) {
       if (in.alu0 != def.alu0) o["alu0"] = alu_op_name(in.alu0);
       if (in.alu1 != def.alu1) o["alu1"] = alu_op_name(in.alu1);
       if (in.op == Opcode::kTensorScalar || in.op == Opcode::kActivation) {
-        if (!(in.operand0 == def.operand0)) o["operand0"] = scalar_to_json(in.operand0);
-        if (!(in.operand1 == def.operand1)) o["operand1"] = scalar_to_json(in.operand1);
+        // Written always: their defaults differ between opcodes (activation scale is 1).
+        o["operand0"] = scalar_to_json(in.operand0);
+        o["operand1"] = scalar_to_json(in.operand1);
       }
       if (in.reverse0) o["reverse0"] = true;
       if (in.reverse1) o["reverse1"] = true;
@@ -199,6 +200,14 @@ json program_to_json(const Program& program) {
       }
       if (in.accumulate) o["accumulate"] = true;
       if (in.op == Opcode::kMemset || (in.op == Opcode::kSelect && !in.has_src2)) o["imm"] = in.imm;
+      if (in.op == Opcode::kRng) {
+        o["dist"] = rng_dist_name(in.rng_dist);
+        o["imm"] = in.imm;
+        o["imm2"] = in.imm2;
+        o["rng_seed"] = in.rng_seed;
+        o["rng_offset"] = in.rng_offset;
+        o["rng_base"] = in.rng_base;
+      }
       if (in.op == Opcode::kIota) {
         o["iota_base"] = in.iota_base;
         o["iota_channel_multiplier"] = in.iota_channel_multiplier;
@@ -252,6 +261,8 @@ Program program_from_json(const json& j) {
           if (!o.contains("op")) bad(p, "missing \"op\"");
           Instruction in;
           in.op = get_enum<Opcode>(o["op"], p + ".op", parse_opcode, "opcode");
+          // An activation's scale defaults to 1 (func(in * 1 + 0)), as in isa::activation().
+          if (in.op == Opcode::kActivation) in.operand0.imm = 1.0f;
           for (std::string_view key : required_fields(in.op)) {
             if (!o.contains(key)) {
               bad(p, fmt::format("missing \"{}\" (required by {})", key, opcode_name(in.op)));
@@ -277,6 +288,11 @@ Program program_from_json(const json& j) {
             else if (fk == "reduce_axes") in.reduce_axes = get_number<uint8_t>(*f, fp, 0, 8);
             else if (fk == "accumulate") in.accumulate = f->is_boolean() ? f->get<bool>() : (bad(fp, "expected a boolean"), false);
             else if (fk == "imm") in.imm = get_number<float>(*f, fp, 0, 0);
+            else if (fk == "imm2") in.imm2 = get_number<float>(*f, fp, 0, 0);
+            else if (fk == "dist") in.rng_dist = get_enum<RngDist>(*f, fp, parse_rng_dist, "rng distribution");
+            else if (fk == "rng_seed") in.rng_seed = get_number<uint64_t>(*f, fp, 0, UINT64_MAX);
+            else if (fk == "rng_offset") in.rng_offset = get_number<uint64_t>(*f, fp, 0, UINT64_MAX);
+            else if (fk == "rng_base") in.rng_base = get_number<uint64_t>(*f, fp, 0, UINT64_MAX);
             else if (fk == "iota_base") in.iota_base = get_number<int32_t>(*f, fp, INT32_MIN, INT32_MAX);
             else if (fk == "iota_channel_multiplier") in.iota_channel_multiplier = get_number<int32_t>(*f, fp, INT32_MIN, INT32_MAX);
             else if (fk == "iota_steps") {

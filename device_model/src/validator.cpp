@@ -259,6 +259,15 @@ class Checker {
       case Opcode::kMemset:
         compute_operand(in_.dst, "dst");
         return;
+      case Opcode::kRng:
+        compute_operand(in_.dst, "dst");
+        require(static_cast<uint8_t>(in_.rng_dist) <= static_cast<uint8_t>(RngDist::kInteger),
+                "alu-op", "unknown rng distribution code");
+        if (in_.rng_dist == RngDist::kInteger) {
+          require(in_.imm2 > in_.imm, "alu-op",
+                  "rng integer range [{}, {}) is empty", in_.imm, in_.imm2);
+        }
+        return;
       case Opcode::kSelect:
         compute_operand(in_.dst, "dst");
         compute_operand(in_.src0, "predicate (src0)");

@@ -69,6 +69,8 @@ Program every_opcode() {
         memset(t, 1.5e-3f),
         select(t, sbuf_tile(DType::kUint8, 128, 0, 32), t, sbuf(F32, 0, 128, 0, {{-1, 32}})),
         select(t, t, t, -7.25f),
+        rng(ti, RngDist::kNormal, -0.5f, 3.0f, UINT64_MAX, UINT64_MAX - 1, uint64_t{1} << 63),
+        rng(t, RngDist::kInteger, -8, 8, 0, 0, 0),
         sem_signal(1, 2),
     };
   }
@@ -130,10 +132,15 @@ void expect_same(const Instruction& a, const Instruction& b, const std::string& 
   NEURONSIM_SAME(iota_steps);
   NEURONSIM_SAME(sem);
   NEURONSIM_SAME(sem_value);
+  NEURONSIM_SAME_ENUM(rng_dist);
+  NEURONSIM_SAME(rng_seed);
+  NEURONSIM_SAME(rng_offset);
+  NEURONSIM_SAME(rng_base);
 #undef NEURONSIM_SAME
 #undef NEURONSIM_SAME_ENUM
   // Bit patterns: -0.0 must stay -0.0.
   EXPECT_EQ(std::bit_cast<uint32_t>(a.imm), std::bit_cast<uint32_t>(b.imm)) << where << ": imm";
+  EXPECT_EQ(std::bit_cast<uint32_t>(a.imm2), std::bit_cast<uint32_t>(b.imm2)) << where << ": imm2";
   EXPECT_EQ(std::bit_cast<uint32_t>(a.operand0.imm), std::bit_cast<uint32_t>(b.operand0.imm))
       << where << ": operand0.imm";
   EXPECT_EQ(std::bit_cast<uint32_t>(a.operand1.imm), std::bit_cast<uint32_t>(b.operand1.imm))
@@ -171,7 +178,7 @@ TEST(ProgramJson, RoundTripsEveryOpcodeAndField) {
   // less than it claims.
   std::set<int> ops;
   bool src2 = false, acc = false, alu1 = false, ap_operand = false, imm_operand = false,
-       rev = false, accumulate = false, steps = false;
+       rev = false, accumulate = false, steps = false, seeds = false;
   for (const auto& s : p.streams) {
     for (const auto& in : s.instructions) {
       ops.insert(static_cast<int>(in.op));
@@ -184,10 +191,12 @@ TEST(ProgramJson, RoundTripsEveryOpcodeAndField) {
       rev |= in.reverse0 && in.reverse1;
       accumulate |= in.accumulate;
       steps |= in.iota_steps[3] != 0;
+      seeds |= in.rng_seed != 0 && in.rng_offset != 0 && in.rng_base != 0;
     }
   }
   EXPECT_EQ(ops.size(), static_cast<size_t>(kOpcodeCount));
-  EXPECT_TRUE(src2 && acc && alu1 && ap_operand && imm_operand && rev && accumulate && steps);
+  EXPECT_TRUE(src2 && acc && alu1 && ap_operand && imm_operand && rev && accumulate && steps &&
+              seeds);
 
   const json j = program_to_json(p);
   expect_same(p, program_from_json(j));

@@ -216,6 +216,112 @@ Program build_copies(const std::string& name,
   return std::move(b).build();
 }
 
+Program build_triangle(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                       int64_t diagonal, bool lower, const CoreParams& core) {
+  ProgramBuilder b(name, core);
+  const int64_t nd = out.dim();
+  if (nd < 2) throw std::invalid_argument("tril/triu need at least 2 dims");
+  const int64_t R = out.sizes[nd - 2], C = out.sizes[nd - 1];
+  const std::vector<int64_t> is = strides_of({in}, out.sizes)[0];
+  const uint32_t P = core.sbuf.partitions;
+  const uint32_t chunk = static_cast<uint32_t>(std::min<int64_t>(C, 8192));
+  const uint64_t x_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4), m_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4);
+  const StreamId qin = dma_queue(0), qout = dma_queue(1);
+  Token slot_free[2];
+  uint64_t n = 0;
+  int64_t batches = 1;
+  for (int64_t d = 0; d < nd - 2; ++d) batches *= out.sizes[d];
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    int64_t in_base = 0, out_base = 0, rem = bi;
+    for (int64_t d = nd - 3; d >= 0; --d) {
+      const int64_t i = rem % out.sizes[d];
+      rem /= out.sizes[d];
+      in_base += i * is[d];
+      out_base += i * out.strides[d];
+    }
+    for (int64_t r0 = 0; r0 < R; r0 += P) {
+      const uint32_t p = static_cast<uint32_t>(std::min<int64_t>(P, R - r0));
+      for (int64_t c0 = 0; c0 < C; c0 += chunk) {
+        const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, C - c0));
+        const int s = static_cast<int>(n++ % 2);
+        const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + s * uint64_t{chunk} * 4, cw);
+        const AccessPattern m = isa::sbuf_tile(DType::kFp32, p, m_off + s * uint64_t{chunk} * 4, cw);
+        auto ap = [&](const TensorDesc& t, int64_t base, int64_t rs, int64_t cs) {
+          AccessPattern a;
+          a.space = MemSpace::kHbm;
+          a.dtype = t.dtype;
+          a.partitions = p;
+          a.partition_stride = rs;
+          a.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
+                                           (base + r0 * rs + c0 * cs) * static_cast<int64_t>(dtype_size(t.dtype)));
+          a.ndims = 1;
+          a.dims[0] = {cs, cw};
+          return a;
+        };
+        b.wait(qin, slot_free[s]);
+        b.emit(qin, isa::dma_copy(x, ap(in, in_base, is[nd - 2], is[nd - 1])));
+        const Token loaded = b.mark(qin);
+        b.wait(kGpSimd, slot_free[s]);
+        // m = col - row, then the mask, then select.
+        b.emit(kGpSimd, isa::iota(m, static_cast<int32_t>(c0 - r0), -1, {1}));
+        const Token iota_done = b.mark(kGpSimd);
+        b.wait(kVector, loaded);
+        b.wait(kVector, iota_done);
+        b.emit(kVector, isa::tensor_scalar(m, m, lower ? AluOp::kIsLe : AluOp::kIsGe,
+                                           isa::imm(static_cast<float>(diagonal))));
+        b.emit(kVector, isa::select(x, m, x, 0.0f));
+        b.wait(qout, b.mark(kVector));
+        b.emit(qout, isa::dma_copy(ap(out, out_base, out.strides[nd - 2], out.strides[nd - 1]), x));
+        slot_free[s] = b.mark(qout);
+      }
+    }
+  }
+  return std::move(b).build();
+}
+
+Program build_arange(const std::string& name, const TensorDesc& out, double start, double step,
+                     const CoreParams& core) {
+  ProgramBuilder b(name, core);
+  const int64_t n = static_cast<int64_t>(out.numel());
+  const int64_t stride = out.strides.empty() ? 1 : out.strides[0];
+  const uint32_t P = core.sbuf.partitions;
+  const int64_t F = std::max<int64_t>(1, std::min<int64_t>((n + P - 1) / P, 8192));
+  const uint64_t t_off = b.alloc_sbuf(2 * uint64_t(F) * 4);
+  Token slot_free[2];
+  uint64_t k = 0;
+  for (int64_t i0 = 0; i0 < n; i0 += F * P) {
+    const int64_t rows = std::min<int64_t>(P, (n - i0 + F - 1) / F);
+    for (int64_t part = 0; part < 2; ++part) {
+      // Full rows first, then a partial last row.
+      const int64_t full = (n - i0) >= rows * F ? rows : rows - 1;
+      const int64_t r_begin = part == 0 ? 0 : full, r_end = part == 0 ? full : rows;
+      if (r_end <= r_begin) continue;
+      const uint32_t cols = static_cast<uint32_t>(part == 0 ? F : (n - i0 - full * F));
+      const uint32_t p = static_cast<uint32_t>(r_end - r_begin);
+      const int64_t first = i0 + r_begin * F;
+      const int s = static_cast<int>(k++ % 2);
+      const AccessPattern t = isa::sbuf_tile(DType::kFp32, p, t_off + s * uint64_t(F) * 4, cols);
+      b.wait(kGpSimd, slot_free[s]);
+      b.emit(kGpSimd, isa::iota(t, static_cast<int32_t>(first), static_cast<int32_t>(F), {1}));
+      b.wait(kVector, b.mark(kGpSimd));
+      b.emit(kVector, isa::tensor_scalar(t, t, AluOp::kMultiply, isa::imm(static_cast<float>(step)),
+                                         AluOp::kAdd, isa::imm(static_cast<float>(start))));
+      b.wait(dma_queue(0), b.mark(kVector));
+      AccessPattern dst;
+      dst.space = MemSpace::kHbm;
+      dst.dtype = out.dtype;
+      dst.partitions = p;
+      dst.partition_stride = F * stride;
+      dst.offset = out.address + static_cast<uint64_t>(first * stride) * dtype_size(out.dtype);
+      dst.ndims = 1;
+      dst.dims[0] = {stride, cols};
+      b.emit(dma_queue(0), isa::dma_copy(dst, t));
+      slot_free[s] = b.mark(dma_queue(0));
+    }
+  }
+  return std::move(b).build();
+}
+
 Program build_fill(const std::string& name, const TensorDesc& out, float value, const CoreParams& core) {
   Expr e;
   e.alu(AluOp::kBypass, Arg::constant(value), Arg::constant(0));

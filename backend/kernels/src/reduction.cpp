@@ -136,6 +136,9 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
             } else if (spec.arg) {
               // value reduction first; indices are resolved in a second sweep below
               b.emit(kVector, isa::tensor_reduce(part, x, spec.op));
+            } else if (spec.nonzero) {
+              b.emit(kVector, isa::tensor_scalar(w, x, AluOp::kNotEqual, isa::imm(0.0f)));
+              b.emit(kVector, isa::tensor_reduce(part, w, spec.op));
             } else {
               b.emit(kVector, isa::tensor_reduce(part, x, spec.variance ? ReduceOp::kAdd : spec.op));
             }

@@ -45,6 +45,8 @@ Instruction select(const AccessPattern& dst, const AccessPattern& pred,
                    const AccessPattern& on_true, const AccessPattern& on_false);
 Instruction select(const AccessPattern& dst, const AccessPattern& pred,
                    const AccessPattern& on_true, float on_false);
+Instruction rng(const AccessPattern& dst, RngDist dist, float a, float b, uint64_t seed,
+                uint64_t offset, uint64_t base);
 Instruction sem_wait(uint16_t sem, int32_t value);
 Instruction sem_signal(uint16_t sem, int32_t value = 1);
 

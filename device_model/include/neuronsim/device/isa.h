@@ -34,8 +34,9 @@ enum class Opcode : uint8_t {
   kDmaCopy,
   kSemWait,
   kSemSignal,
+  kRng,
 };
-inline constexpr int kOpcodeCount = 13;
+inline constexpr int kOpcodeCount = 14;
 
 std::string_view opcode_name(Opcode op);
 std::optional<Opcode> parse_opcode(std::string_view name);
@@ -100,6 +101,15 @@ enum class ActFunc : uint8_t {
 std::string_view act_func_name(ActFunc f);
 std::optional<ActFunc> parse_act_func(std::string_view name);
 
+/// Distributions of the rng instruction (Philox4x32-10 streams, philox.h).
+enum class RngDist : uint8_t {
+  kUniform,  // imm + (imm2 - imm) * u, u in [0, 1)
+  kNormal,   // imm + imm2 * z, z standard normal
+  kInteger,  // imm + bits % (imm2 - imm), exact integers in [imm, imm2)
+};
+std::string_view rng_dist_name(RngDist d);
+std::optional<RngDist> parse_rng_dist(std::string_view name);
+
 enum class ReduceOp : uint8_t { kAdd, kMax, kMin, kMultiply };
 std::string_view reduce_op_name(ReduceOp r);
 std::optional<ReduceOp> parse_reduce_op(std::string_view name);
@@ -129,7 +139,11 @@ struct Instruction {
   ReduceOp reduce = ReduceOp::kAdd;
   uint8_t reduce_axes = 1;  // tensor_reduce: innermost free dims folded
   bool accumulate = false;  // matmul: add into PSUM instead of overwriting
-  float imm = 0.0f;         // memset value; select on_false immediate
+  float imm = 0.0f;         // memset value; select on_false immediate; rng parameter a
+  float imm2 = 0.0f;        // rng parameter b
+  // rng: element e (row-major over dst, partition-major) gets Philox(seed, offset + (base+e)/4).
+  RngDist rng_dist = RngDist::kUniform;
+  uint64_t rng_seed = 0, rng_offset = 0, rng_base = 0;
   // iota: value(p, i) = base + p * channel_multiplier + sum(i_k * steps[k])
   int32_t iota_base = 0;
   int32_t iota_channel_multiplier = 0;

@@ -55,6 +55,15 @@ device::Program build_copies(const std::string& name,
                              const std::vector<std::pair<TensorDesc, TensorDesc>>& pairs,
                              const device::CoreParams& core);
 
+/// tril/triu over the last two dims: keep (col - row <= diagonal) for lower, >= for upper; the
+/// mask comes from a GpSimdE iota of col - row.
+device::Program build_triangle(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                               int64_t diagonal, bool lower, const device::CoreParams& core);
+
+/// out[i] = start + i * step for a contiguous 1-D out (GpSimdE iota, VectorE scale).
+device::Program build_arange(const std::string& name, const TensorDesc& out, double start,
+                             double step, const device::CoreParams& core);
+
 /// out = value everywhere (memset on VectorE, then stores).
 device::Program build_fill(const std::string& name, const TensorDesc& out, float value,
                            const device::CoreParams& core);

@@ -21,6 +21,8 @@ struct ReduceSpec {
   // var/std: mean first, then sum((x - mean)^2) * scale; `sqrt` for std.
   bool variance = false;
   bool sqrt = false;
+  // any/all: reduce (x != 0) instead of x.
+  bool nonzero = false;
 };
 
 /// `out` holds the kept dims in order (reduced dims removed or of size 1).

@@ -1,0 +1,29 @@
+#pragma once
+// Random fills on GpSimdE (the ISA rng instruction: Philox streams identical to the host's),
+// optionally thresholded against a probability (bernoulli, dropout masks).
+#include <optional>
+#include <string>
+
+#include "neuronsim/device/isa.h"
+#include "neuronsim/device/params.h"
+#include "neuronsim/device/program.h"
+#include "neuronsim/kernels/tensor_desc.h"
+
+namespace neuronsim::kernels {
+
+struct RandomSpec {
+  device::RngDist dist = device::RngDist::kUniform;
+  float a = 0.0f, b = 1.0f;
+  uint64_t seed = 0, offset = 0;
+  /// bernoulli: out = (u < p), p a constant or a tensor broadcastable to out.
+  std::optional<float> p;
+  std::optional<TensorDesc> p_tensor;
+  /// dropout: out = in * (u < keep) / keep, and mask = (u < keep).
+  std::optional<TensorDesc> dropout_input, dropout_mask;
+};
+
+/// Element i (row-major over out) draws stream word i; exact for contiguous outputs.
+device::Program build_random(const std::string& name, const TensorDesc& out, const RandomSpec& spec,
+                             const device::CoreParams& core);
+
+}  // namespace neuronsim::kernels

@@ -80,7 +80,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     const auto program = with_runtime([&](runtime::Runtime& r) {
       return kernels::build_copy("copy", describe(self), describe(dst), r.device().params().core);
     });
-    launch_timing(dst.device(), {program});
+    launch_programs(dst.device(), {program},
+                    isa_mode() && self.scalar_type() != at::kDouble && dst.scalar_type() != at::kDouble);
     if (!in_fallback()) OpTracker::get().record_native("aten::copy_", false);
     return dst;
   }

@@ -181,13 +181,18 @@ void register_timing(const std::string& base, TimingBuilder builder, SupportChec
 
 bool has_timing(const std::string& base) { return registry().count(base) > 0; }
 
-void launch_timing(const c10::Device& device, const std::vector<device::Program>& programs) {
+bool isa_mode() {
+  return with_runtime([](runtime::Runtime& r) { return r.isa_mode(); });
+}
+
+void launch_programs(const c10::Device& device, const std::vector<device::Program>& programs,
+                     bool functional) {
   with_runtime([&](runtime::Runtime& r) {
     const uint32_t dev = static_cast<uint32_t>(device.index());
     const int64_t stream = current_stream(device.index()).id();
     for (const auto& p : programs) {
       r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
-      r.launch(dev, stream, p, false);
+      r.launch(dev, stream, p, functional);
     }
     return 0;
   });
@@ -212,6 +217,14 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     neuron_cpu_fallback(op, stack);
     return;
   }
+  // As on CUDA: CPU tensors mix with device tensors only as 0-dim scalars.
+  for (size_t i = stack->size() - nargs; i < stack->size(); ++i) {
+    for_each_tensor((*stack)[i], [&](const at::Tensor& t) {
+      TORCH_CHECK(!t.defined() || is_neuron(t) || t.dim() == 0,
+                  "Expected all tensors to be on the same device, but found at least two devices, ",
+                  *device, " and ", t.device(), "! (in ", name, ")");
+    });
+  }
   const bool emulate64 = !exact_64bit();
 
   OpInvocation inv;
@@ -226,6 +239,20 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     return;
   }
 
+  // ISA mode: the programs compute the values. The CPU kernel still runs first (it sizes and
+  // allocates the outputs); arguments it writes are restored before the programs run. 64-bit
+  // data has no exact 32-bit view in HBM (programs see low words), so those ops keep host values.
+  bool functional = isa_mode();
+  std::vector<std::pair<at::Tensor, at::Tensor>> snapshots;  // (device tensor, saved copy)
+  for (size_t i = 0; i < nargs && functional; ++i) {
+    for_each_tensor(inv.args[i], [&](const at::Tensor& t) {
+      if (t.defined() && is_64bit(t.scalar_type())) functional = false;
+    });
+    const auto& alias = schema.arguments()[i].alias_info();
+    if (alias && alias->isWrite() && inv.args[i].isTensor() && is_neuron(inv.args[i].toTensor())) {
+      snapshots.emplace_back(inv.args[i].toTensor(), cpu_view(inv.args[i].toTensor()).clone());
+    }
+  }
   std::vector<CpuArg> seen;
   bool any64 = false;
   for (size_t i = stack->size() - nargs; i < stack->size(); ++i) {
@@ -264,8 +291,16 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
       if (s.copied) cpu_view(s.device).copy_(emulate64 ? round_to_32(s.cpu) : s.cpu);
     }
   }
+  for (const at::Tensor& t : inv.outputs) {
+    if (t.defined() && is_64bit(t.scalar_type())) functional = false;
+  }
   const auto programs = with_runtime([&](runtime::Runtime&) { return entry->second.timing(inv); });
-  launch_timing(*device, programs);
+  if (functional) {
+    for (auto& [dev_t, saved] : snapshots) {
+      if (dev_t.sizes().equals(saved.sizes())) cpu_view(dev_t).copy_(saved);  // resized outs: no
+    }
+  }
+  launch_programs(*device, programs, functional);
   if (!in_fallback()) OpTracker::get().record_native(name, any64 && emulate64);
 }
 

@@ -57,7 +57,7 @@ void run(const char* op, const at::Tensor& out, const kernels::RandomSpec& spec)
   const auto program = with_runtime([&](runtime::Runtime& r) {
     return kernels::build_random(op, describe(out), spec, r.device().params().core);
   });
-  launch_timing(out.device(), {program});
+  launch_programs(out.device(), {program}, isa_mode() && out.is_contiguous());
   OpTracker::get().record_native(op, is_64bit(out.scalar_type()));
 }
 

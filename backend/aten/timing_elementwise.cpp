@@ -186,6 +186,15 @@ void register_elementwise_timings() {
   binary_alu("aten::maximum", AluOp::kMax);
   binary_alu("aten::minimum", AluOp::kMin);
   binary_alu("aten::fmod", AluOp::kMod);
+  reg("aten::remainder", [](Operands& o, kernels::Expr& e) {
+    // Python's modulo: fmod, then shifted by the divisor when the signs differ.
+    const Arg a = o.get("self"), b = o.get("other");
+    const Arg r = e.alu(AluOp::kMod, a, b);
+    const Arg differ = e.alu(AluOp::kLogicalXor, e.alu(AluOp::kIsLt, r, Arg::constant(0)),
+                             e.alu(AluOp::kIsLt, b, Arg::constant(0)));
+    const Arg adjust = e.alu(AluOp::kLogicalAnd, differ, e.alu(AluOp::kNotEqual, r, Arg::constant(0)));
+    return e.alu(AluOp::kAdd, r, e.alu(AluOp::kMultiply, adjust, b));
+  });
   binary_alu("aten::eq", AluOp::kIsEqual);
   binary_alu("aten::ne", AluOp::kNotEqual);
   binary_alu("aten::lt", AluOp::kIsLt);

@@ -311,7 +311,7 @@ void register_indexing() {
     }
     return indexed(inv, self, at::index(positions(self), idx), out, positions(out), false);
   });
-  reg("aten::index_put", [](const OpInvocation& inv) {
+  for (const char* n : {"aten::index_put", "aten::_index_put_impl"}) reg(n, [](const OpInvocation& inv) {
     const at::Tensor out = inv.outputs.at(0), values = inv.arg("values").toTensor();
     c10::List<std::optional<at::Tensor>> idx;
     for (const auto& e : inv.arg("indices").toListRef()) {
@@ -322,6 +322,7 @@ void register_indexing() {
     const bool acc = inv.has_arg("accumulate") && inv.arg("accumulate").toBool();
     return indexed(inv, values, src_pos, out, dst_pos, acc, clone_source(inv));
   });
+
   for (const char* n : {"aten::index_copy", "aten::index_add"}) {
     const bool acc = std::string(n) == "aten::index_add";
     reg(n, [acc](const OpInvocation& inv) {

@@ -88,6 +88,13 @@ PYBIND11_MODULE(_C, m) {
     d["isa_mode"] = c.isa_mode;
     return d;
   });
+  m.def("_set_isa_mode", [](bool on) {
+    with_runtime([&](runtime::Runtime& r) {
+      r.set_isa_mode(on);
+      return 0;
+    });
+  });
+  m.def("_isa_mode", [] { return isa_mode(); });
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_device_count_noexcept", [] { return static_cast<int>(device_count_noexcept()); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });

@@ -1,5 +1,6 @@
 #include "neuronsim/device/validator.h"
 
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
@@ -262,10 +263,17 @@ class Checker {
       case Opcode::kRng:
         compute_operand(in_.dst, "dst");
         require(static_cast<uint8_t>(in_.rng_dist) <= static_cast<uint8_t>(RngDist::kInteger),
-                "alu-op", "unknown rng distribution code");
+                "alu-op", "unknown rng distribution code {}", static_cast<int>(in_.rng_dist));
         if (in_.rng_dist == RngDist::kInteger) {
-          require(in_.imm2 > in_.imm, "alu-op",
-                  "rng integer range [{}, {}) is empty", in_.imm, in_.imm2);
+          // The executor draws bits % (int64(imm2) - int64(imm)): fractional bounds can make that
+          // 0 (a division by zero) and non-finite or huge ones an undefined cast.
+          auto is_int32 = [](float v) {
+            return std::trunc(v) == v && v >= -0x1p31f && v <= 0x1p31f;
+          };
+          require(is_int32(in_.imm) && is_int32(in_.imm2), "alu-op",
+                  "rng integer bounds [{}, {}) must be integers within +-2^31", in_.imm, in_.imm2);
+          require(in_.imm2 > in_.imm, "alu-op", "rng integer range [{}, {}) is empty", in_.imm,
+                  in_.imm2);
         }
         return;
       case Opcode::kSelect:

@@ -339,6 +339,22 @@ std::vector<Case> rule_cases() {
   cs.bad("unknown reduce code", "alu-op", kVectorS,
          tensor_reduce(sbuf_tile(F32, 128, 0, 1), t128, static_cast<ReduceOp>(9), 1),
          {"unknown reduce operator code 9"});
+  {
+    Instruction in = rng(t128, RngDist::kUniform, 0, 1, 1, 2, 3);
+    in.rng_dist = static_cast<RngDist>(7);
+    cs.bad("unknown rng distribution", "alu-op", kVectorS, in, {"unknown rng distribution code 7"});
+  }
+  cs.bad("rng empty integer range", "alu-op", kGpSimdS,
+         rng(sbuf_tile(I32, 128, 0, 8), RngDist::kInteger, 4, 4, 0, 0, 0),
+         {"rng integer range [4, 4) is empty"});
+  // int64(0.9) - int64(0.5) = 0 would be a division by zero in the executor.
+  cs.bad("rng fractional bounds", "alu-op", kVectorS,
+         rng(sbuf_tile(I32, 128, 0, 8), RngDist::kInteger, 0.5f, 0.9f, 0, 0, 0),
+         {"rng integer bounds [0.5, 0.9) must be integers"});
+  cs.bad("rng infinite bound", "alu-op", kVectorS,
+         rng(sbuf_tile(I32, 128, 0, 8), RngDist::kInteger, 0,
+             std::numeric_limits<float>::infinity(), 0, 0, 0),
+         {"rng integer bounds [0, inf)"});
   cs.bad("unknown function", "activation-function", kScalarS,
          activation(t128, t128, static_cast<ActFunc>(50)), {"unknown activation function code 50"});
   return cs.all;
@@ -480,6 +496,9 @@ TEST(ValidatorRules, BoundaryCasesPass) {
     ok("activation with accumulate", kScalarS, in);
   }
   ok("iota", kGpSimdS, iota(sbuf(I32, 0, 128, 0, {{4, 2}, {1, 4}}), 0, 8, {4, 1}));
+  ok("rng widest integer range", kVectorS,
+     rng(sbuf_tile(I32, 128, 0, 8), RngDist::kInteger, -0x1p31f, 0x1p31f, UINT64_MAX, 0, 0));
+  ok("rng normal", kGpSimdS, rng(sbuf_tile(BF16, 32, 0, 8, 96), RngDist::kNormal, 0, 1, 7, 8, 9));
   // DMA: reshape, broadcast rows, the last byte of HBM, the last queue, HBM to HBM.
   ok("DMA reshape", {EngineKind::kDma, 15},
      dma_copy(sbuf_tile(F32, 128, 0, 4), hbm(F32, 0, 1, 512)));

@@ -126,8 +126,9 @@ Program build_softmax(const std::string& name, const TensorDesc& in, const Tenso
       b.wait(kVector, lg);
       b.emit(kVector, isa::tensor_tensor(shift, m, r, AluOp::kAdd));
     } else {
-      b.emit(kVector, isa::tensor_scalar(r, sum, AluOp::kDivide, isa::imm(1.0f)));
-      b.emit(kVector, isa::tensor_scalar(r, sum, AluOp::kDivide, isa::imm(1.0f)));
+      Instruction recip = isa::tensor_scalar(r, sum, AluOp::kDivide, isa::imm(1.0f));
+      recip.reverse0 = true;  // 1 / sum
+      b.emit(kVector, recip);
     }
     Token last;
     for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {

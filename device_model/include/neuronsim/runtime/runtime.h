@@ -55,6 +55,9 @@ class Runtime {
 
   device::Device& device() { return *device_; }
   const RuntimeConfig& config() const { return config_; }
+  /// ISA mode: kernel programs compute the values (see RuntimeConfig::isa_mode).
+  bool isa_mode() const { return config_.isa_mode; }
+  void set_isa_mode(bool on) { config_.isa_mode = on; }
   uint32_t device_count() const { return static_cast<uint32_t>(physical_.size()); }
   /// Physical core that runs a logical device's kernels.
   uint32_t physical_core(uint32_t dev) const;

@@ -265,15 +265,15 @@ class Checker {
         require(static_cast<uint8_t>(in_.rng_dist) <= static_cast<uint8_t>(RngDist::kInteger),
                 "alu-op", "unknown rng distribution code {}", static_cast<int>(in_.rng_dist));
         if (in_.rng_dist == RngDist::kInteger) {
-          // The executor draws bits % (int64(imm2) - int64(imm)): fractional bounds can make that
-          // 0 (a division by zero) and non-finite or huge ones an undefined cast.
-          auto is_int32 = [](float v) {
-            return std::trunc(v) == v && v >= -0x1p31f && v <= 0x1p31f;
-          };
-          require(is_int32(in_.imm) && is_int32(in_.imm2), "alu-op",
-                  "rng integer bounds [{}, {}) must be integers within +-2^31", in_.imm, in_.imm2);
-          require(in_.imm2 > in_.imm, "alu-op", "rng integer range [{}, {}) is empty", in_.imm,
+          // The executor draws bits % (trunc(imm2) - trunc(imm)) in int64: an empty truncated
+          // range is a division by zero, a non-finite or huge bound an undefined cast.
+          auto bounded = [](float v) { return v >= -0x1p31f && v <= 0x1p31f; };  // false for NaN
+          require(bounded(in_.imm) && bounded(in_.imm2), "alu-op",
+                  "rng integer bounds [{}, {}) must be finite and within +-2^31", in_.imm,
                   in_.imm2);
+          require(std::trunc(in_.imm2) > std::trunc(in_.imm), "alu-op",
+                  "rng integer range [{}, {}) holds no integer (bounds truncate to [{}, {}))",
+                  in_.imm, in_.imm2, std::trunc(in_.imm), std::trunc(in_.imm2));
         }
         return;
       case Opcode::kSelect:

@@ -346,15 +346,19 @@ std::vector<Case> rule_cases() {
   }
   cs.bad("rng empty integer range", "alu-op", kGpSimdS,
          rng(sbuf_tile(I32, 128, 0, 8), RngDist::kInteger, 4, 4, 0, 0, 0),
-         {"rng integer range [4, 4) is empty"});
-  // int64(0.9) - int64(0.5) = 0 would be a division by zero in the executor.
-  cs.bad("rng fractional bounds", "alu-op", kVectorS,
+         {"rng integer range [4, 4) holds no integer"});
+  // [0.5, 0.9) truncates to [0, 0): a division by zero in the executor.
+  cs.bad("rng range empty after truncation", "alu-op", kVectorS,
          rng(sbuf_tile(I32, 128, 0, 8), RngDist::kInteger, 0.5f, 0.9f, 0, 0, 0),
-         {"rng integer bounds [0.5, 0.9) must be integers"});
+         {"rng integer range [0.5, 0.9) holds no integer (bounds truncate to [0, 0))"});
   cs.bad("rng infinite bound", "alu-op", kVectorS,
          rng(sbuf_tile(I32, 128, 0, 8), RngDist::kInteger, 0,
              std::numeric_limits<float>::infinity(), 0, 0, 0),
-         {"rng integer bounds [0, inf)"});
+         {"rng integer bounds [0, inf) must be finite and within +-2^31"});
+  cs.bad("rng NaN bound", "alu-op", kVectorS,
+         rng(sbuf_tile(I32, 128, 0, 8), RngDist::kInteger, std::numeric_limits<float>::quiet_NaN(),
+             3, 0, 0, 0),
+         {"rng integer bounds [nan, 3)"});
   cs.bad("unknown function", "activation-function", kScalarS,
          activation(t128, t128, static_cast<ActFunc>(50)), {"unknown activation function code 50"});
   return cs.all;
@@ -498,6 +502,8 @@ TEST(ValidatorRules, BoundaryCasesPass) {
   ok("iota", kGpSimdS, iota(sbuf(I32, 0, 128, 0, {{4, 2}, {1, 4}}), 0, 8, {4, 1}));
   ok("rng widest integer range", kVectorS,
      rng(sbuf_tile(I32, 128, 0, 8), RngDist::kInteger, -0x1p31f, 0x1p31f, UINT64_MAX, 0, 0));
+  ok("rng fractional integer bounds", kVectorS,
+     rng(sbuf_tile(I32, 128, 0, 8), RngDist::kInteger, -0.5f, 1.5f, 1, 0, 0));
   ok("rng normal", kGpSimdS, rng(sbuf_tile(BF16, 32, 0, 8, 96), RngDist::kNormal, 0, 1, 7, 8, 9));
   // DMA: reshape, broadcast rows, the last byte of HBM, the last queue, HBM to HBM.
   ok("DMA reshape", {EngineKind::kDma, 15},

@@ -11,6 +11,8 @@
 #include <torch/library.h>
 
 #include "aten/native_boxed.h"
+#include "aten/op_scope.h"
+#include "runtime/trace_session.h"
 #include "aten/tensor_desc.h"
 #include "neuronsim/kernels/elementwise.h"
 #include "runtime/context.h"
@@ -75,6 +77,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   TORCH_CHECK(self.defined() && dst.defined(), "copy between undefined tensors");
   const bool src_dev = self.device().is_privateuseone(), dst_dev = dst.device().is_privateuseone();
   if (self.numel() == 0) return dst;
+  OpScope scope("aten::copy_", {dst, self});
   if (src_dev && dst_dev) {
     cpu_view(dst).copy_(cpu_view(self));
     const auto program = with_runtime([&](runtime::Runtime& r) {
@@ -89,8 +92,14 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     cpu_view(dst).copy_(self);
     const bool async = non_blocking && is_pinned_host_pointer(self.storage().data());
     with_runtime([&](runtime::Runtime& r) {
-      r.copy_host(static_cast<uint32_t>(dst.device().index()), current_stream(dst.device().index()).id(),
-                  payload_bytes(dst), true, r.hbm_address(dst.data_ptr()), async);
+      const sim::SimTime h0 = r.host_time();
+      const auto c = r.copy_host(static_cast<uint32_t>(dst.device().index()),
+                                 current_stream(dst.device().index()).id(), payload_bytes(dst), true,
+                                 r.hbm_address(dst.data_ptr()), async);
+      if (TraceSession* t = TraceSession::active()) {
+        t->kernel(r.physical_core(static_cast<uint32_t>(dst.device().index())), c.start, c.end);
+        if (r.host_time() > h0) t->host("copy host to device", "copy", h0, r.host_time(), {{"bytes", payload_bytes(dst)}});
+      }
       return 0;
     });
     return dst;
@@ -98,9 +107,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   // device -> host: waits for the device, then the copy.
   with_runtime([&](runtime::Runtime& r) {
     const bool async = non_blocking && is_pinned_host_pointer(dst.storage().data());
+    const sim::SimTime h0 = r.host_time();
     if (!async) r.synchronize();
-    r.copy_host(static_cast<uint32_t>(self.device().index()), current_stream(self.device().index()).id(),
-                payload_bytes(self), false, r.hbm_address(self.data_ptr()), async);
+    const auto c = r.copy_host(static_cast<uint32_t>(self.device().index()),
+                               current_stream(self.device().index()).id(), payload_bytes(self), false,
+                               r.hbm_address(self.data_ptr()), async);
+    if (TraceSession* t = TraceSession::active()) {
+      t->kernel(r.physical_core(static_cast<uint32_t>(self.device().index())), c.start, c.end);
+      if (r.host_time() > h0) t->host("copy device to host (waits for the device)", "copy", h0, r.host_time(), {{"bytes", payload_bytes(self)}});
+    }
     return 0;
   });
   dst.copy_(cpu_view(self));

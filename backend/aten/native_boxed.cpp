@@ -7,7 +7,9 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "aten/op_scope.h"
 #include "aten/tensor_desc.h"
+#include "runtime/trace_session.h"
 #include "runtime/context.h"
 #include "runtime/op_tracking.h"
 
@@ -190,9 +192,15 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
   with_runtime([&](runtime::Runtime& r) {
     const uint32_t dev = static_cast<uint32_t>(device.index());
     const int64_t stream = current_stream(device.index()).id();
+    TraceSession* trace = TraceSession::active();
     for (const auto& p : programs) {
+      const sim::SimTime h0 = r.host_time();
       r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
-      r.launch(dev, stream, p, functional);
+      const device::RunResult res = r.launch(dev, stream, p, functional);
+      if (trace) {
+        trace->host("launch " + p.name, "launch", h0, r.host_time());
+        for (const auto& c : res.cores) trace->kernel(c.core, c.start, c.end);
+      }
     }
     return 0;
   });
@@ -226,6 +234,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     });
   }
   const bool emulate64 = !exact_64bit();
+  OpScope scope(name, c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(nargs)), nargs));
 
   OpInvocation inv;
   inv.name = name;
@@ -313,14 +322,21 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
     });
   }
   if (!in_fallback()) OpTracker::get().record_fallback(name, reason);
+  OpScope scope(name + " (CPU fallback)",
+                c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(op.schema().arguments().size())),
+                                           op.schema().arguments().size()));
   ++t_fallback_depth;
   try {
     // Inputs and outputs cross the host link through _copy_from (which charges the DMA);
     // the CPU work itself costs host time.
     if (runtime::Runtime::initialized()) {
-      with_runtime([](runtime::Runtime& r) {
+      with_runtime([&](runtime::Runtime& r) {
         r.synchronize();
+        const sim::SimTime h0 = r.host_time();
         r.host_advance(sim::SimTime::from_ns(r.device().params().host.cpu_fallback_overhead_ns));
+        if (TraceSession* t = TraceSession::active()) {
+          t->host("CPU fallback " + name, "fallback", h0, r.host_time());
+        }
         return 0;
       });
     }

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "aten/native_boxed.h"
+#include "aten/op_scope.h"
 #include "aten/tensor_desc.h"
 #include "neuronsim/device/philox.h"
 #include "neuronsim/kernels/random.h"
@@ -54,6 +55,7 @@ at::Tensor host_values(const at::Tensor& t, const kernels::RandomSpec& s) {
 }
 
 void run(const char* op, const at::Tensor& out, const kernels::RandomSpec& spec) {
+  OpScope scope(op, {out});
   const auto program = with_runtime([&](runtime::Runtime& r) {
     return kernels::build_random(op, describe(out), spec, r.device().params().core);
   });

@@ -7,6 +7,9 @@
 #include "runtime/generator.h"
 #include "runtime/hooks.h"
 #include "runtime/op_tracking.h"
+#include "runtime/trace_session.h"
+
+#include <ATen/record_function.h>
 
 namespace neuronsim::backend {
 void register_native_ops();
@@ -53,6 +56,22 @@ py::dict memory_stats(int dev) {
   out["oversize_segments.peak"] = 0;
   return out;
 }
+
+// torch.profiler.record_function ranges (RecordScope::USER_SCOPE) onto the trace's Python row.
+std::unique_ptr<at::ObserverContext> on_user_range_enter(const at::RecordFunction& fn) {
+  if (TraceSession* t = TraceSession::active()) {
+    std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+    t->range_push(runtime::Runtime::instance(), fn.name());
+  }
+  return nullptr;
+}
+void on_user_range_exit(const at::RecordFunction&, at::ObserverContext*) {
+  if (TraceSession* t = TraceSession::active()) {
+    std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+    t->range_pop(runtime::Runtime::instance());
+  }
+}
+at::CallbackHandle g_range_callback = 0;
 
 }  // namespace
 
@@ -161,6 +180,42 @@ PYBIND11_MODULE(_C, m) {
   m.def("_default_generator", [](int d) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(d))));
+  });
+  m.def("_trace_start", [](const std::string& path) {
+    with_runtime([&](runtime::Runtime& r) {
+      TraceSession::start(r, path);
+      return 0;
+    });
+    if (!g_range_callback) {
+      g_range_callback = at::addGlobalCallback(
+          at::RecordFunctionCallback(&on_user_range_enter, &on_user_range_exit)
+              .scopes({at::RecordScope::USER_SCOPE}));
+    }
+  });
+  m.def("_trace_stop", [](const std::string& metadata_json) {
+    if (g_range_callback) {
+      at::removeCallback(g_range_callback);
+      g_range_callback = 0;
+    }
+    with_runtime([&](runtime::Runtime& r) {
+      TraceSession::stop(r, nlohmann::json::parse(metadata_json));
+      return 0;
+    });
+  });
+  m.def("_trace_active", [] { return TraceSession::active() != nullptr; });
+  m.def("_range_push", [](const std::string& name) {
+    if (!TraceSession::active()) return;
+    with_runtime([&](runtime::Runtime& r) {
+      if (TraceSession* t = TraceSession::active()) t->range_push(r, name);
+      return 0;
+    });
+  });
+  m.def("_range_pop", [] {
+    if (!TraceSession::active()) return;
+    with_runtime([&](runtime::Runtime& r) {
+      if (TraceSession* t = TraceSession::active()) t->range_pop(r);
+      return 0;
+    });
   });
   m.def("_executed_ops", [] { return OpTracker::get().executed(); });
   m.def("_fallback_ops", [] { return OpTracker::get().fallbacks(); });

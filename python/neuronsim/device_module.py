@@ -153,10 +153,21 @@ class Stream(torch.Stream):
         return super().__new__(cls, device=torch.device("neuron", idx), priority=priority, **kwargs)
 
 
-class Event(torch.Event):
+class _EventMeta(type):
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, torch.Event) and obj.device.type == "neuron"
+
+
+class Event(metaclass=_EventMeta):
+    """``torch.neuron.Event(...)`` is a ``torch.Event`` on the current neuron device.
+
+    It is not a subclass instance: torch's C++ ``Event.elapsed_time`` and ``Stream.record_event``
+    accept exactly ``torch.Event`` objects, so a subclass instance could not be passed to them.
+    """
+
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
-        return super().__new__(
-            cls, device=torch.device("neuron", current_device()), enable_timing=enable_timing,
+        return torch.Event(
+            device=torch.device("neuron", current_device()), enable_timing=enable_timing,
             blocking=blocking, interprocess=interprocess,
         )
 

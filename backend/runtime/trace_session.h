@@ -1,0 +1,59 @@
+#pragma once
+// One timeline for a whole PyTorch program (neuronsim run --trace, NEURON_SIM_TRACE): PyTorch op
+// ranges and Python ranges on the host clock, each op's device span above the kernels it
+// launched, the kernels' instructions on per-engine and per-DMA-queue tracks, and host-side costs
+// (launch overhead, CPU fallbacks, host<->device copies) on their own rows. Torch-free.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "neuronsim/runtime/runtime.h"
+#include "neuronsim/traces/sinks.h"
+
+namespace neuronsim::backend {
+
+class TraceSession {
+ public:
+  /// The session being recorded, or null.
+  static TraceSession* active();
+  /// Starts recording to `path` (Chrome trace-event JSON); throws if one is active.
+  static void start(runtime::Runtime& rt, const std::string& path);
+  /// Finishes the file (adding `metadata`) and ends the session.
+  static void stop(runtime::Runtime& rt, const nlohmann::json& metadata);
+
+  void op_begin(runtime::Runtime& rt, const std::string& name, nlohmann::json args);
+  void op_end(runtime::Runtime& rt);
+  /// A kernel launched on a logical device, with its device span.
+  void kernel(uint32_t physical_core, sim::SimTime start, sim::SimTime end);
+  /// A host-side cost on the host clock ("launch", "fallback aten::x", "copy").
+  void host(const std::string& name, const std::string& category, sim::SimTime begin,
+            sim::SimTime end, nlohmann::json args = nlohmann::json::object());
+  void range_push(runtime::Runtime& rt, const std::string& name);
+  void range_pop(runtime::Runtime& rt);
+
+ private:
+  struct OpFrame {
+    std::string name;
+    nlohmann::json args;
+    sim::SimTime host_begin;
+    std::vector<std::pair<sim::SimTime, sim::SimTime>> per_core;  // device span per core
+    std::vector<bool> has_kernel;
+  };
+  struct Range {
+    std::string name;
+    sim::SimTime begin;
+  };
+  TraceSession(runtime::Runtime& rt, const std::string& path);
+  sim::TrackId core_ops_track(uint32_t core);
+
+  std::unique_ptr<traces::ChromeJsonSink> sink_;
+  sim::TrackId ops_track_ = 0, python_track_ = 0, host_track_ = 0;
+  std::vector<sim::TrackId> core_ops_;  // id + 1, 0 = not created
+  std::vector<OpFrame> ops_;
+  std::vector<Range> ranges_;
+  uint32_t cores_ = 0;
+};
+
+}  // namespace neuronsim::backend

@@ -9,6 +9,7 @@
 
 #include "aten/op_scope.h"
 #include "aten/tensor_desc.h"
+#include "profiler/activity_recorder.h"
 #include "runtime/trace_session.h"
 #include "runtime/context.h"
 #include "runtime/op_tracking.h"
@@ -201,6 +202,7 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
         trace->host("launch " + p.name, "launch", h0, r.host_time());
         for (const auto& c : res.cores) trace->kernel(c.core, c.start, c.end);
       }
+      ActivityRecorder::get().on_launch(p.name, res);
     }
     return 0;
   });

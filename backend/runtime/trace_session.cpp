@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/device_sinks.h"
+
 #include <stdexcept>
 
 namespace neuronsim::backend {
@@ -21,7 +23,7 @@ TraceSession::TraceSession(runtime::Runtime& rt, const std::string& path)
   python_track_ = sink_->add_track({"host", "Python", sim::TrackKind::kSlices, 0});
   ops_track_ = sink_->add_track({"host", "ATen ops", sim::TrackKind::kSlices, 1});
   host_track_ = sink_->add_track({"host", "Host runtime", sim::TrackKind::kSlices, 2});
-  rt.device().set_trace_sink(sink_.get());
+  set_device_sink(rt, SinkRole::kTraceSession, sink_.get());
 }
 
 void TraceSession::start(runtime::Runtime& rt, const std::string& path) {
@@ -39,7 +41,7 @@ void TraceSession::stop(runtime::Runtime& rt, const nlohmann::json& metadata) {
   s.sink_->metadata("end_ns", sim::max(rt.host_time(), rt.device_time()).ns());
   s.sink_->metadata("device_time_ns", rt.device_time().ns());
   s.sink_->metadata("host_time_ns", rt.host_time().ns());
-  rt.device().set_trace_sink(nullptr);
+  set_device_sink(rt, SinkRole::kTraceSession, nullptr);
   s.sink_->finish();
   slot().reset();
 }

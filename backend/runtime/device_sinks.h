@@ -1,0 +1,14 @@
+#pragma once
+// Several observers may watch the device at once (the whole-program trace, torch.profiler):
+// each attaches its sink under its role and the device sees one tee of all of them.
+#include "neuronsim/runtime/runtime.h"
+#include "neuronsim/sim/trace_sink.h"
+
+namespace neuronsim::backend {
+
+enum class SinkRole { kTraceSession = 0, kProfiler = 1 };
+
+/// Attaches (or with null, detaches) the sink for a role; call with the runtime lock held.
+void set_device_sink(runtime::Runtime& rt, SinkRole role, sim::TraceSink* sink);
+
+}  // namespace neuronsim::backend

@@ -56,11 +56,7 @@ runtime::Runtime& rt() {
 
 c10::DeviceIndex device_count_noexcept() noexcept {
   try {
-    if (runtime::Runtime::initialized()) {
-      return static_cast<c10::DeviceIndex>(runtime::Runtime::instance().device_count());
-    }
-    return static_cast<c10::DeviceIndex>(
-        runtime::Runtime::visible_device_count(runtime::Runtime::pending()));
+    return device_count();
   } catch (...) {
     return 0;
   }

@@ -48,36 +48,10 @@ Arg Expr::select(Arg pred, Arg on_true, Arg on_false) {
 
 namespace {
 
-AccessPattern hbm_ap(const TensorDesc& t, const Tile& tile, const TileOperand& o) {
-  AccessPattern ap;
-  ap.space = MemSpace::kHbm;
-  ap.dtype = t.dtype;
-  ap.partitions = tile.partitions;
-  ap.partition_stride = o.partition_stride;
-  ap.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
-                                    o.offset * static_cast<int64_t>(dtype_size(t.dtype)));
-  ap.ndims = tile.nfree;
-  ap.dims[0] = {o.free_strides[0], tile.free_sizes[0]};
-  if (tile.nfree == 2) ap.dims[1] = {o.free_strides[1], tile.free_sizes[1]};
-  return ap;
-}
-
 std::vector<std::vector<int64_t>> strides_of(const std::vector<TensorDesc>& ts,
                                              const std::vector<int64_t>& sizes) {
   std::vector<std::vector<int64_t>> out;
-  for (const auto& t : ts) {
-    if (t.sizes.size() > sizes.size()) throw std::invalid_argument("operand rank exceeds output rank");
-    // Right-align (broadcast) the operand onto the output shape.
-    std::vector<int64_t> s(sizes.size(), 0);
-    const size_t off = sizes.size() - t.sizes.size();
-    for (size_t d = 0; d < t.sizes.size(); ++d) {
-      if (t.sizes[d] != 1 && t.sizes[d] != sizes[off + d]) {
-        throw std::invalid_argument(fmt::format("operand {} does not broadcast to the output", t.to_string()));
-      }
-      s[off + d] = t.sizes[d] == 1 ? 0 : t.strides[d];
-    }
-    out.push_back(std::move(s));
-  }
+  for (const auto& t : ts) out.push_back(broadcast_strides(t, sizes));
   return out;
 }
 
@@ -124,7 +98,7 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
     // Loads.
     b.wait(qload, slot_free[slot]);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      b.emit(qload, isa::dma_copy(buf(static_cast<uint32_t>(i)), hbm_ap(inputs[i], t, t.operands[i])));
+      b.emit(qload, isa::dma_copy(buf(static_cast<uint32_t>(i)), tile_ap(inputs[i], t, t.operands[i])));
     }
     const Token loaded = inputs.empty() ? Token{} : b.mark(qload);
     // Compute: each step on its engine, waiting for the steps it reads.
@@ -177,7 +151,7 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
     }
     // Store; the slot is free again once the store has read it.
     b.wait(qstore, done.back());
-    b.emit(qstore, isa::dma_copy(hbm_ap(out, t, t.operands.back()), buf(nbuf - 1)));
+    b.emit(qstore, isa::dma_copy(tile_ap(out, t, t.operands.back()), buf(nbuf - 1)));
     slot_free[slot] = b.mark(qstore);
   }
   return std::move(b).build();
@@ -207,9 +181,9 @@ Program build_copies(const std::string& name,
       AccessPattern s = isa::sbuf(out.dtype, 0, t.partitions, base + slot * max_free * es,
                                   {{1, static_cast<uint32_t>(t.free_elements())}});
       b.wait(qload, slot_free[slot]);
-      b.emit(qload, isa::dma_copy(s, hbm_ap(in, t, t.operands[0])));
+      b.emit(qload, isa::dma_copy(s, tile_ap(in, t, t.operands[0])));
       b.wait(qstore, b.mark(qload));
-      b.emit(qstore, isa::dma_copy(hbm_ap(out, t, t.operands[1]), s));
+      b.emit(qstore, isa::dma_copy(tile_ap(out, t, t.operands[1]), s));
       slot_free[slot] = b.mark(qstore);
     }
   }

@@ -16,13 +16,6 @@ using Token = ProgramBuilder::Token;
 
 namespace {
 
-std::vector<int64_t> bstrides(const TensorDesc& t, const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> s(sizes.size(), 0);
-  const size_t off = sizes.size() - t.sizes.size();
-  for (size_t d = 0; d < t.sizes.size(); ++d) s[off + d] = t.sizes[d] == 1 ? 0 : t.strides[d];
-  return s;
-}
-
 // Folds the trailing `n` dims of every operand into one column dim (they must be contiguous
 // within each operand that has them).
 void fold_trailing(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides, int64_t n) {
@@ -46,6 +39,17 @@ void fold_trailing(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>
   sizes.back() = cols;
 }
 
+// Per-row statistics (mean, rstd): dense fp32 [rows], rows row0 .. row0 + p.
+AccessPattern row_stats_ap(const TensorDesc& s, int64_t row0, uint32_t p) {
+  AccessPattern ap;
+  ap.space = MemSpace::kHbm;
+  ap.dtype = s.dtype;
+  ap.partitions = p;
+  ap.partition_stride = 1;
+  ap.offset = s.address + static_cast<uint64_t>(row0) * dtype_size(s.dtype);
+  return ap;
+}
+
 uint32_t chunk_of(const CoreParams& core, uint32_t buffers, int64_t cols) {
   const uint64_t budget = core.sbuf.partition_bytes * 3 / 4;
   const uint64_t cap = std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (4 * buffers));
@@ -57,7 +61,7 @@ uint32_t chunk_of(const CoreParams& core, uint32_t buffers, int64_t cols) {
 Program build_softmax(const std::string& name, const TensorDesc& in, const TensorDesc& out,
                       int64_t dim, bool log, const CoreParams& core) {
   ProgramBuilder b(name, core);
-  const RowLayout l = row_layout(out.sizes, {bstrides(in, out.sizes), out.strides}, dim, core.sbuf.partitions);
+  const RowLayout l = row_layout(out.sizes, {broadcast_strides(in, out.sizes), out.strides}, dim, core.sbuf.partitions);
   const uint32_t chunk = chunk_of(core, 4, l.cols);
   const bool one_pass = chunk >= l.cols;
   const uint64_t x_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4);
@@ -168,7 +172,7 @@ Program build_softmax(const std::string& name, const TensorDesc& in, const Tenso
 Program build_softmax_backward(const std::string& name, const TensorDesc& g, const TensorDesc& y,
                                const TensorDesc& gi, int64_t dim, bool log, const CoreParams& core) {
   ProgramBuilder b(name, core);
-  const RowLayout l = row_layout(gi.sizes, {bstrides(g, gi.sizes), bstrides(y, gi.sizes), gi.strides},
+  const RowLayout l = row_layout(gi.sizes, {broadcast_strides(g, gi.sizes), broadcast_strides(y, gi.sizes), gi.strides},
                                  dim, core.sbuf.partitions);
   const uint32_t chunk = chunk_of(core, 6, l.cols);
   const uint64_t g_off = b.alloc_sbuf(uint64_t{chunk} * 4), y_off = b.alloc_sbuf(uint64_t{chunk} * 4),
@@ -229,7 +233,7 @@ Program build_softmax_backward(const std::string& name, const TensorDesc& g, con
 Program build_layer_norm(const std::string& name, const LayerNormIo& io, const CoreParams& core) {
   ProgramBuilder b(name, core);
   std::vector<int64_t> sizes = io.out.sizes;
-  std::vector<std::vector<int64_t>> st{bstrides(io.in, sizes), io.out.strides};
+  std::vector<std::vector<int64_t>> st{broadcast_strides(io.in, sizes), io.out.strides};
   fold_trailing(sizes, st, io.normalized_dims);
   const RowLayout l = row_layout(sizes, st, -1, core.sbuf.partitions);
   const int64_t D = l.cols;
@@ -327,17 +331,8 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
       b.emit(kVector, isa::tensor_scalar(part, neg_mean, AluOp::kMultiply, isa::imm(-1.0f)));
       b.wait(qout, b.mark(kVector));
       const int64_t row0 = t.offset[1] / std::max<int64_t>(1, D);  // rows are dense in mean/rstd
-      auto stat_ap = [&](const TensorDesc& s) {
-        AccessPattern ap;
-        ap.space = MemSpace::kHbm;
-        ap.dtype = s.dtype;
-        ap.partitions = p;
-        ap.partition_stride = 1;
-        ap.offset = s.address + static_cast<uint64_t>(row0) * dtype_size(s.dtype);
-        return ap;
-      };
-      if (io.mean) b.emit(qout, isa::dma_copy(stat_ap(*io.mean), part));
-      if (io.rstd) b.emit(qout, isa::dma_copy(stat_ap(*io.rstd), rstd));
+      if (io.mean) b.emit(qout, isa::dma_copy(row_stats_ap(*io.mean, row0, p), part));
+      if (io.rstd) b.emit(qout, isa::dma_copy(row_stats_ap(*io.rstd, row0, p), rstd));
       free_all = b.mark(qout);
     }
   }
@@ -348,7 +343,7 @@ Program build_layer_norm_backward(const std::string& name, const LayerNormBackwa
                                   const CoreParams& core) {
   ProgramBuilder b(name, core);
   std::vector<int64_t> sizes = io.in.sizes;
-  std::vector<std::vector<int64_t>> st{bstrides(io.grad_out, sizes), io.in.strides};
+  std::vector<std::vector<int64_t>> st{broadcast_strides(io.grad_out, sizes), io.in.strides};
   if (io.grad_in) st.push_back(io.grad_in->strides);
   fold_trailing(sizes, st, io.normalized_dims);
   const RowLayout l = row_layout(sizes, st, -1, core.sbuf.partitions);
@@ -390,20 +385,11 @@ Program build_layer_norm_backward(const std::string& name, const LayerNormBackwa
     const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off, d), g = isa::sbuf_tile(DType::kFp32, p, g_off, d),
                         h = isa::sbuf_tile(DType::kFp32, p, h_off, d), tt = isa::sbuf_tile(DType::kFp32, p, t_off, d);
     const int64_t row0 = t.offset[1] / D;
-    auto stat_ap = [&](const TensorDesc& s) {
-      AccessPattern ap;
-      ap.space = MemSpace::kHbm;
-      ap.dtype = s.dtype;
-      ap.partitions = p;
-      ap.partition_stride = 1;
-      ap.offset = s.address + static_cast<uint64_t>(row0) * dtype_size(s.dtype);
-      return ap;
-    };
     b.wait(qin, free_all);
     b.emit(qin, isa::dma_copy(x, row_ap(io.in, l, t, 1, 0, d)));
     b.emit(qin, isa::dma_copy(g, row_ap(io.grad_out, l, t, 0, 0, d)));
-    b.emit(qin, isa::dma_copy(mean, stat_ap(io.mean)));
-    b.emit(qin, isa::dma_copy(rstd, stat_ap(io.rstd)));
+    b.emit(qin, isa::dma_copy(mean, row_stats_ap(io.mean, row0, p)));
+    b.emit(qin, isa::dma_copy(rstd, row_stats_ap(io.rstd, row0, p)));
     b.wait(kVector, b.mark(qin));
     b.wait(kVector, params);
     b.wait(kVector, free_all);

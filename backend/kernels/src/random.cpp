@@ -11,31 +11,6 @@ namespace neuronsim::kernels {
 using namespace device;
 using Token = ProgramBuilder::Token;
 
-namespace {
-
-AccessPattern hbm_tile(const TensorDesc& t, const Tile& tile, const TileOperand& o) {
-  AccessPattern ap;
-  ap.space = MemSpace::kHbm;
-  ap.dtype = t.dtype;
-  ap.partitions = tile.partitions;
-  ap.partition_stride = o.partition_stride;
-  ap.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
-                                    o.offset * static_cast<int64_t>(dtype_size(t.dtype)));
-  ap.ndims = tile.nfree;
-  ap.dims[0] = {o.free_strides[0], tile.free_sizes[0]};
-  if (tile.nfree == 2) ap.dims[1] = {o.free_strides[1], tile.free_sizes[1]};
-  return ap;
-}
-
-std::vector<int64_t> bstrides(const TensorDesc& t, const std::vector<int64_t>& sizes) {
-  std::vector<int64_t> s(sizes.size(), 0);
-  const size_t off = sizes.size() - t.sizes.size();
-  for (size_t d = 0; d < t.sizes.size(); ++d) s[off + d] = t.sizes[d] == 1 ? 0 : t.strides[d];
-  return s;
-}
-
-}  // namespace
-
 Program build_random(const std::string& name, const TensorDesc& out, const RandomSpec& spec,
                      const CoreParams& core) {
   ProgramBuilder b(name, core);
@@ -46,8 +21,8 @@ Program build_random(const std::string& name, const TensorDesc& out, const Rando
     contiguous[d] = contiguous[d + 1] * out.sizes[d + 1];
   }
   strides.push_back(contiguous);
-  if (spec.p_tensor) strides.push_back(bstrides(*spec.p_tensor, out.sizes));
-  if (spec.dropout_input) strides.push_back(bstrides(*spec.dropout_input, out.sizes));
+  if (spec.p_tensor) strides.push_back(broadcast_strides(*spec.p_tensor, out.sizes));
+  if (spec.dropout_input) strides.push_back(broadcast_strides(*spec.dropout_input, out.sizes));
   if (spec.dropout_mask) strides.push_back(spec.dropout_mask->strides);
   const uint64_t budget = core.sbuf.partition_bytes / 2;
   const auto tiles = make_tiles(out.sizes, strides, core.sbuf.partitions, std::max<uint64_t>(1, budget / (2 * 3 * 4)));
@@ -78,7 +53,7 @@ Program build_random(const std::string& name, const TensorDesc& out, const Rando
       b.wait(kVector, slot_free[s]);
       if (spec.p_tensor) {
         b.wait(qin, slot_free[s]);
-        b.emit(qin, isa::dma_copy(pt, hbm_tile(*spec.p_tensor, t, t.operands[op++])));
+        b.emit(qin, isa::dma_copy(pt, tile_ap(*spec.p_tensor, t, t.operands[op++])));
         b.wait(kVector, b.mark(qin));
         b.emit(kVector, isa::tensor_tensor(o, u, pt, AluOp::kIsLt));
       } else {
@@ -87,9 +62,9 @@ Program build_random(const std::string& name, const TensorDesc& out, const Rando
       if (spec.dropout_input) {
         // mask first, then output = input * mask / keep
         b.wait(qout, b.mark(kVector));
-        b.emit(qout, isa::dma_copy(hbm_tile(*spec.dropout_mask, t, t.operands[op + 1]), o));
+        b.emit(qout, isa::dma_copy(tile_ap(*spec.dropout_mask, t, t.operands[op + 1]), o));
         b.wait(qin, slot_free[s]);
-        b.emit(qin, isa::dma_copy(pt, hbm_tile(*spec.dropout_input, t, t.operands[op])));
+        b.emit(qin, isa::dma_copy(pt, tile_ap(*spec.dropout_input, t, t.operands[op])));
         b.wait(kVector, b.mark(qin));
         b.emit(kVector, isa::tensor_tensor(o, o, pt, AluOp::kMultiply));
         b.emit(kVector, isa::tensor_scalar(o, o, AluOp::kMultiply, isa::imm(1.0f / *spec.p)));
@@ -97,7 +72,7 @@ Program build_random(const std::string& name, const TensorDesc& out, const Rando
       ready = b.mark(kVector);
     }
     b.wait(qout, ready);
-    b.emit(qout, isa::dma_copy(hbm_tile(out, t, t.operands[0]), o));
+    b.emit(qout, isa::dma_copy(tile_ap(out, t, t.operands[0]), o));
     slot_free[s] = b.mark(qout);
   }
   return std::move(b).build();

@@ -106,6 +106,20 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
       const int64_t row_in = in_base + r0 * ks[0].back();
       const int64_t row_out = out_base + r0 * ks[1].back();
       const AccessPattern acc = col(0, p), part = col(1, p), mean = col(2, p), idx = col(3, p), tmp = col(4, p);
+      // Columns [c0, c0 + cw) of outer reduced index o, for this tile's rows.
+      auto chunk_ap = [&](int64_t o, int64_t c0, uint32_t cw) {
+        AccessPattern src;
+        src.space = MemSpace::kHbm;
+        src.dtype = in.dtype;
+        src.partitions = p;
+        src.partition_stride = ks[0].back();
+        const int64_t e = row_in + o * (outer > 1 ? rs[0][0] : 0) + c0 * rs[0].back();
+        src.offset = static_cast<uint64_t>(static_cast<int64_t>(in.address) +
+                                           e * static_cast<int64_t>(dtype_size(in.dtype)));
+        src.ndims = 1;
+        src.dims[0] = {rs[0].back(), cw};
+        return src;
+      };
       b.wait(kVector, acc_free);
       // Pass 0 (variance only): the mean. Pass 1: the reduction proper.
       const int passes = spec.variance ? 2 : 1;
@@ -116,15 +130,7 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
             const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, inner - c0));
             const int slot = static_cast<int>(load_count++ % 2);
             const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t(chunk) * 4, cw);
-            AccessPattern src;
-            src.space = MemSpace::kHbm;
-            src.dtype = in.dtype;
-            src.partitions = p;
-            src.partition_stride = ks[0].back();
-            const int64_t e = row_in + o * (outer > 1 ? rs[0][0] : 0) + c0 * rs[0].back();
-            src.offset = static_cast<uint64_t>(static_cast<int64_t>(in.address) + e * static_cast<int64_t>(dtype_size(in.dtype)));
-            src.ndims = 1;
-            src.dims[0] = {rs[0].back(), cw};
+            const AccessPattern src = chunk_ap(o, c0, cw);
             b.wait(qin, x_free[slot]);
             b.emit(qin, isa::dma_copy(x, src));
             b.wait(kVector, b.mark(qin));
@@ -160,15 +166,7 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
             const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, inner - c0));
             const int slot = static_cast<int>(load_count++ % 2);
             const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t(chunk) * 4, cw);
-            AccessPattern src;
-            src.space = MemSpace::kHbm;
-            src.dtype = in.dtype;
-            src.partitions = p;
-            src.partition_stride = ks[0].back();
-            const int64_t e = row_in + o * (outer > 1 ? rs[0][0] : 0) + c0 * rs[0].back();
-            src.offset = static_cast<uint64_t>(static_cast<int64_t>(in.address) + e * static_cast<int64_t>(dtype_size(in.dtype)));
-            src.ndims = 1;
-            src.dims[0] = {rs[0].back(), cw};
+            const AccessPattern src = chunk_ap(o, c0, cw);
             b.wait(qin, x_free[slot]);
             b.emit(qin, isa::dma_copy(x, src));
             const Token loaded = b.mark(qin);

@@ -1,6 +1,9 @@
 #include "neuronsim/kernels/tensor_desc.h"
 
+#include <stdexcept>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace neuronsim::kernels {
 
@@ -18,6 +21,21 @@ bool TensorDesc::contiguous() const {
     expect *= sizes[k];
   }
   return true;
+}
+
+std::vector<int64_t> broadcast_strides(const TensorDesc& t, const std::vector<int64_t>& sizes) {
+  if (t.sizes.size() > sizes.size()) {
+    throw std::invalid_argument(fmt::format("{} has more dims than the output", t.to_string()));
+  }
+  std::vector<int64_t> s(sizes.size(), 0);
+  const size_t off = sizes.size() - t.sizes.size();
+  for (size_t d = 0; d < t.sizes.size(); ++d) {
+    if (t.sizes[d] != 1 && t.sizes[d] != sizes[off + d]) {
+      throw std::invalid_argument(fmt::format("{} does not broadcast to the output", t.to_string()));
+    }
+    s[off + d] = t.sizes[d] == 1 ? 0 : t.strides[d];
+  }
+  return s;
 }
 
 std::string TensorDesc::to_string() const {

@@ -127,6 +127,20 @@ void tile_layout(Layout l, uint32_t max_p, uint64_t max_free, std::vector<Tile>&
 
 }  // namespace
 
+device::AccessPattern tile_ap(const TensorDesc& t, const Tile& tile, const TileOperand& o) {
+  device::AccessPattern ap;
+  ap.space = device::MemSpace::kHbm;
+  ap.dtype = t.dtype;
+  ap.partitions = tile.partitions;
+  ap.partition_stride = o.partition_stride;
+  ap.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
+                                    o.offset * static_cast<int64_t>(device::dtype_size(t.dtype)));
+  ap.ndims = tile.nfree;
+  ap.dims[0] = {o.free_strides[0], tile.free_sizes[0]};
+  if (tile.nfree == 2) ap.dims[1] = {o.free_strides[1], tile.free_sizes[1]};
+  return ap;
+}
+
 void coalesce(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides) {
   std::vector<int64_t> ns;
   std::vector<std::vector<int64_t>> nst(strides.size());

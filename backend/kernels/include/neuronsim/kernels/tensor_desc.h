@@ -22,4 +22,8 @@ struct TensorDesc {
   std::string to_string() const;
 };
 
+/// The strides of `t` broadcast (right-aligned) onto `sizes`: stride 0 on broadcast dims.
+/// Throws std::invalid_argument when `t` does not broadcast.
+std::vector<int64_t> broadcast_strides(const TensorDesc& t, const std::vector<int64_t>& sizes);
+
 }  // namespace neuronsim::kernels

@@ -8,6 +8,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "neuronsim/device/access_pattern.h"
+#include "neuronsim/kernels/tensor_desc.h"
+
 namespace neuronsim::kernels {
 
 struct TileOperand {
@@ -25,6 +28,9 @@ struct Tile {
     return nfree == 2 ? uint64_t{free_sizes[0]} * free_sizes[1] : free_sizes[0];
   }
 };
+
+/// The HBM access pattern of operand `o` of a tile of tensor `t`.
+device::AccessPattern tile_ap(const TensorDesc& t, const Tile& tile, const TileOperand& o);
 
 /// sizes: the shared shape; strides[k]: operand k's strides (same rank as sizes).
 std::vector<Tile> make_tiles(const std::vector<int64_t>& sizes,

@@ -18,7 +18,7 @@ using namespace neuronsim;
 void add_run_command(CLI::App& app) {
   struct Args {
     DeviceArgs device;
-    std::string program, trace, summary_json;
+    std::string program, trace, summary_json, stats_json;
     uint32_t core = 0;
   };
   auto args = std::make_shared<Args>();
@@ -27,6 +27,8 @@ void add_run_command(CLI::App& app) {
   args->device.add_to(*cmd);
   cmd->add_option("--trace", args->trace, "write a Chrome/Perfetto trace here");
   cmd->add_option("--summary-json", args->summary_json, "write the summary as JSON here");
+  cmd->add_option("--stats-json", args->stats_json,
+                  "write every device statistic (per engine, per queue, with units) here");
   cmd->add_option("--core", args->core, "NeuronCore to run on")->capture_default_str();
   cmd->callback([args] {
     std::ifstream in(args->program);
@@ -54,6 +56,9 @@ void add_run_command(CLI::App& app) {
       if (!outputs.empty()) std::cout << "\n" << outputs;
     }
     if (!args->summary_json.empty()) std::ofstream(args->summary_json) << summary.to_json().dump(2) << "\n";
+    if (!args->stats_json.empty()) {
+      std::ofstream(args->stats_json) << session.device().stats().to_json().dump(2) << "\n";
+    }
     if (!args->trace.empty()) std::cout << "\ntrace written to " << args->trace << "\n";
   });
 }

@@ -9,6 +9,7 @@ void add_kernel_command(CLI::App& app);
 void add_demo_command(CLI::App& app);
 void add_trace_command(CLI::App& app);
 void add_presets_command(CLI::App& app);
+void add_scalesim_command(CLI::App& app);
 
 /// Options every simulating command shares.
 struct DeviceArgs {

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   ncsim::add_demo_command(app);
   ncsim::add_trace_command(app);
   ncsim::add_presets_command(app);
+  ncsim::add_scalesim_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -9,9 +9,8 @@ The ratio is the price of simulation; the simulated device time is printed along
 
 import time
 
-import torch
-
 import neuronsim
+import torch
 
 
 def bench(fn, iters):

@@ -80,8 +80,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   OpScope scope("aten::copy_", {dst, self});
   if (src_dev && dst_dev) {
     cpu_view(dst).copy_(cpu_view(self));
+    // Data the device does not compute with (complex) still moves as bytes when the types match.
+    const bool typed = device_dtype(self.scalar_type()) && device_dtype(dst.scalar_type());
+    if (!typed && self.scalar_type() != dst.scalar_type()) return dst;
     const auto program = with_runtime([&](runtime::Runtime& r) {
-      return kernels::build_copy("copy", describe(self), describe(dst), r.device().params().core);
+      return typed ? kernels::build_copy("copy", describe(self), describe(dst), r.device().params().core)
+                   : kernels::build_copy("copy", describe_bytes(self), describe_bytes(dst),
+                                         r.device().params().core);
     });
     launch_programs(dst.device(), {program},
                     isa_mode() && self.scalar_type() != at::kDouble && dst.scalar_type() != at::kDouble);
@@ -154,6 +159,22 @@ at::Tensor& set_empty(at::Tensor& self) {
   return at::cpu::set_(self);
 }
 
+at::Tensor view_as_real(const at::Tensor& self) { return at::native::view_as_real(self); }
+at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_complex(self); }
+at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
+  return at::native::unfold(self, dim, size, step);
+}
+
+// Module.to("neuron") keeps its Parameter objects (and so tied weights) when a CPU or neuron
+// tensor may take the other's data in place, as CUDA tensors may (param.data = ...).
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && (t.is_cpu() || t.device().is_privateuseone());
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) ||
+         (dense(self) && dense(from));
+}
+
 void record_stream(at::Tensor&, c10::Stream) {
   // Work completes in launch order on the simulated clock (see device_allocator.cpp).
 }
@@ -175,6 +196,21 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
   m.impl("set_", set_empty);
   m.impl("record_stream", record_stream);
+  m.impl("view_as_real", view_as_real);
+  m.impl("view_as_complex", view_as_complex);
+  m.impl("unfold", unfold);
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+}
+
+// Copies handle the conjugate and negative bits themselves (cpu_view keeps them); without these
+// fallthroughs the Conjugate fallback would resolve through clone -> copy_ -> _copy_from forever.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {

@@ -12,7 +12,10 @@
 #include "profiler/activity_recorder.h"
 #include "runtime/trace_session.h"
 #include "runtime/context.h"
+#include "runtime/generator.h"
 #include "runtime/op_tracking.h"
+
+#include <ATen/CPUGeneratorImpl.h>
 
 namespace neuronsim::backend {
 
@@ -227,13 +230,23 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     neuron_cpu_fallback(op, stack);
     return;
   }
-  // As on CUDA: CPU tensors mix with device tensors only as 0-dim scalars.
-  for (size_t i = stack->size() - nargs; i < stack->size(); ++i) {
-    for_each_tensor((*stack)[i], [&](const at::Tensor& t) {
-      TORCH_CHECK(!t.defined() || is_neuron(t) || t.dim() == 0,
-                  "Expected all tensors to be on the same device, but found at least two devices, ",
+  // As on CUDA: CPU tensors mix with device tensors only as 0-dim scalars or as advanced-indexing
+  // indices; tensors on another NeuronCore never do.
+  for (size_t i = 0; i < nargs; ++i) {
+    const bool indices = schema.arguments()[i].name() == "indices";
+    for_each_tensor((*stack)[stack->size() - nargs + i], [&](const at::Tensor& t) {
+      if (!t.defined()) return;
+      const bool ok = is_neuron(t) ? t.device() == *device : (t.dim() == 0 || indices);
+      TORCH_CHECK(ok, "Expected all tensors to be on the same device, but found at least two devices, ",
                   *device, " and ", t.device(), "! (in ", name, ")");
     });
+    // A CPU scalar written into the tensor (x[idx] = torch.tensor(9.0)) is uploaded first, as
+    // CUDA does: the kernels read their values from device memory.
+    c10::IValue& v = (*stack)[stack->size() - nargs + i];
+    if (schema.arguments()[i].name() == "values" && v.isTensor() && v.toTensor().defined() &&
+        !is_neuron(v.toTensor())) {
+      v = v.toTensor().to(*device);
+    }
   }
   const bool emulate64 = !exact_64bit();
   OpScope scope(name, c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(nargs)), nargs));
@@ -341,6 +354,18 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
         }
         return 0;
       });
+    }
+    // Random ops on the CPU draw from a CPU generator derived from the device generator's
+    // (seed, offset), which then advances: torch.neuron.manual_seed still makes them repeatable.
+    const auto& args = op.schema().arguments();
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (args[i].type()->str().find("Generator") == std::string::npos) continue;
+      c10::IValue& v = (*stack)[stack->size() - args.size() + i];
+      NeuronGenerator* g = get_generator(v.isGenerator() ? std::optional(v.toGenerator()) : std::nullopt,
+                                         current_device());
+      std::lock_guard<std::mutex> lock(g->mutex_);
+      const uint64_t offset = g->reserve(1 << 20);  // a fresh, disjoint stream per call
+      v = at::make_generator<at::CPUGeneratorImpl>(g->current_seed() ^ (offset * 0x9E3779B97F4A7C15ull));
     }
     at::native::cpu_fallback(op, stack);
   } catch (...) {

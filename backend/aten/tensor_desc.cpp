@@ -32,6 +32,9 @@ kernels::TensorDesc describe(const at::Tensor& t) {
   const auto dt = device_dtype(t.scalar_type());
   TORCH_CHECK(dt, "neuronsim: dtype ", t.scalar_type(), " has no device representation");
   d.dtype = *dt;
+  // Only device tensors have HBM addresses; a timing builder handed a CPU operand is a bug.
+  TORCH_CHECK(t.is_privateuseone(), "neuronsim: timing model was given a ", t.device(),
+              " tensor; only neuron tensors have device addresses");
   const int64_t widen = is_64bit(t.scalar_type()) ? 2 : 1;  // low 32-bit words of 64-bit data
   d.address = runtime::Runtime::instance().hbm_address(t.data_ptr());
   d.sizes.assign(t.sizes().begin(), t.sizes().end());
@@ -42,7 +45,23 @@ kernels::TensorDesc describe(const at::Tensor& t) {
 
 at::Tensor cpu_view(const at::Tensor& t) {
   if (!t.defined()) return t;
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  at::Tensor v = at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(at::kCPU));
+  // The lazy conjugate / negative bits are metadata: the view must carry them too.
+  if (t.is_conj()) v = v._conj();
+  if (t.is_neg()) v = v._neg_view();
+  return v;
+}
+
+kernels::TensorDesc describe_bytes(const at::Tensor& t) {
+  kernels::TensorDesc d;
+  d.dtype = device::DType::kUint8;
+  d.address = runtime::Runtime::instance().hbm_address(t.data_ptr());
+  const int64_t es = static_cast<int64_t>(t.element_size());
+  d.sizes.assign(t.sizes().begin(), t.sizes().end());
+  d.sizes.push_back(es);
+  for (int64_t s : t.strides()) d.strides.push_back(s * es);
+  d.strides.push_back(1);
+  return d;
 }
 
 }  // namespace neuronsim::backend

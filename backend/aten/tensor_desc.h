@@ -17,7 +17,11 @@ bool is_64bit(c10::ScalarType t);
 /// Describes a neuron tensor for the kernel library.
 kernels::TensorDesc describe(const at::Tensor& t);
 
-/// A CPU tensor aliasing a neuron tensor's memory (same sizes, strides, dtype).
+/// Any neuron tensor as bytes (a trailing dim of element size): for moving data of dtypes the
+/// device does not compute with (complex).
+kernels::TensorDesc describe_bytes(const at::Tensor& t);
+
+/// A CPU tensor aliasing a neuron tensor's memory (same sizes, strides, dtype, conj/neg bits).
 at::Tensor cpu_view(const at::Tensor& t);
 
 }  // namespace neuronsim::backend

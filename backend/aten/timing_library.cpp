@@ -10,6 +10,7 @@
 #include "neuronsim/kernels/matmul.h"
 #include "neuronsim/kernels/normalization.h"
 #include "neuronsim/kernels/reduction.h"
+#include "neuronsim/kernels/tiling.h"
 #include "neuronsim/runtime/runtime.h"
 
 namespace neuronsim::backend {
@@ -24,7 +25,8 @@ std::vector<int64_t> dims_arg(const OpInvocation& inv, const std::string& name, 
   std::vector<int64_t> out;
   if (!inv.has_arg(name)) return out;
   const c10::IValue& v = inv.arg(name);
-  if (v.isNone()) return out;
+  // A 0-d tensor's only dim (0 or -1) is the whole tensor: reduce everything.
+  if (v.isNone() || ndim == 0) return out;
   if (v.isInt()) out.push_back(v.toInt());
   else if (v.isIntList()) out = v.toIntVector();
   for (auto& d : out) d = d < 0 ? d + ndim : d;
@@ -66,19 +68,22 @@ bool all_float(const OpInvocation& inv) {
   return true;
 }
 
-// The reduction kernel folds at most two non-adjacent runs of reduced dims into its free axis.
+// The reduction kernel folds the reduced dims (coalesced as it does) into at most two runs.
 bool reduce_supported(const OpInvocation& inv) {
   const at::Tensor in = inv.tensor(0);
   if (!in.defined()) return false;
   std::vector<int64_t> dims = dims_arg(inv, "dim", in.dim());
   std::vector<bool> red(in.dim(), dims.empty());
   for (int64_t d : dims) red.at(d) = true;
-  int runs = 0;
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides(1);
   for (int64_t d = 0; d < in.dim(); ++d) {
-    if (red[d] && in.size(d) > 1 && (d == 0 || !red[d - 1] ||
-                                     in.stride(d - 1) != in.stride(d) * in.size(d))) ++runs;
+    if (!red[d]) continue;
+    sizes.push_back(in.size(d));
+    strides[0].push_back(in.stride(d));
   }
-  return runs <= 2;
+  kernels::coalesce(sizes, strides);
+  return sizes.size() <= 2;
 }
 
 Programs reduce_program(const OpInvocation& inv, const at::Tensor& in, const at::Tensor& out,
@@ -295,19 +300,29 @@ void register_indexing() {
     reg(n, [acc](const OpInvocation& inv) {
       const at::Tensor out = inv.outputs.at(0);
       const at::Tensor idx = on_cpu(inv.arg("index").toTensor());
+      const at::Tensor dst_pos = positions(out).gather(inv.arg("dim").toInt(), idx);
+      if (!inv.has_arg("src")) {  // scatter.value: the value fills the positions
+        Programs p;
+        if (const at::Tensor* from = clone_source(inv)) {
+          p.push_back(kernels::build_copy(inv.name, describe(*from), describe(out), core()));
+        }
+        p.push_back(kernels::build_indexed_fill(inv.name, describe(out), to_vec(dst_pos),
+                                                static_cast<float>(inv.scalar("value", 0)), core()));
+        return p;
+      }
       const at::Tensor src = inv.arg("src").toTensor();
       std::vector<at::indexing::TensorIndex> sl;
       for (int64_t d = 0; d < idx.dim(); ++d) sl.emplace_back(at::indexing::Slice(0, idx.size(d)));
       const at::Tensor src_pos = idx.dim() ? positions(src).index(sl) : positions(src);
-      return indexed(inv, src, src_pos, out, positions(out).gather(inv.arg("dim").toInt(), idx), acc,
-                     clone_source(inv));
+      return indexed(inv, src, src_pos, out, dst_pos, acc, clone_source(inv));
     });
   }
   reg("aten::index", [](const OpInvocation& inv) {
     const at::Tensor self = inv.tensor(0), out = inv.outputs.at(0);
     c10::List<std::optional<at::Tensor>> idx;
     for (const auto& e : inv.arg("indices").toListRef()) {
-      idx.push_back(e.isTensor() ? std::optional<at::Tensor>(on_cpu(e.toTensor())) : std::nullopt);
+      idx.push_back(e.isTensor() && e.toTensor().defined() ? std::optional<at::Tensor>(on_cpu(e.toTensor()))
+                                                            : std::nullopt);
     }
     return indexed(inv, self, at::index(positions(self), idx), out, positions(out), false);
   });
@@ -315,7 +330,8 @@ void register_indexing() {
     const at::Tensor out = inv.outputs.at(0), values = inv.arg("values").toTensor();
     c10::List<std::optional<at::Tensor>> idx;
     for (const auto& e : inv.arg("indices").toListRef()) {
-      idx.push_back(e.isTensor() ? std::optional<at::Tensor>(on_cpu(e.toTensor())) : std::nullopt);
+      idx.push_back(e.isTensor() && e.toTensor().defined() ? std::optional<at::Tensor>(on_cpu(e.toTensor()))
+                                                            : std::nullopt);
     }
     const at::Tensor dst_pos = at::index(positions(out), idx);
     const at::Tensor src_pos = positions(values).expand(dst_pos.sizes());

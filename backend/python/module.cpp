@@ -49,11 +49,12 @@ py::dict memory_stats(int dev) {
   out["num_device_alloc"] = s.num_device_alloc;
   out["num_device_free"] = s.num_device_free;
   out["num_sync_all_streams"] = 0;
-  out["max_split_size"] = -1;
-  out["oversize_allocations.current"] = 0;
-  out["oversize_allocations.peak"] = 0;
-  out["oversize_segments.current"] = 0;
-  out["oversize_segments.peak"] = 0;
+  out["max_split_size"] = -1;  // unlimited, as CUDA reports without PYTORCH_CUDA_ALLOC_CONF
+  for (const char* k : {"oversize_allocations", "oversize_segments"}) {
+    for (const char* f : {"current", "peak", "allocated", "freed"}) {
+      out[py::str(std::string(k) + "." + f)] = 0;
+    }
+  }
   return out;
 }
 
@@ -90,9 +91,10 @@ PYBIND11_MODULE(_C, m) {
     c.launch_blocking = blocking;
     c.isa_mode = isa;
     try {
-      runtime::Runtime::configure(c);
-      // Validate now so a bad preset or key fails here with its message.
+      // Validate first so a bad preset or key fails here with its message and leaves the
+      // previous configuration in place.
       runtime::Runtime::visible_device_count(c);
+      runtime::Runtime::configure(c);
     } catch (...) {
       rethrow_as_torch_error();
     }
@@ -121,13 +123,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("_is_initialized", [] { return runtime::Runtime::initialized(); });
   m.def("_lazy_init", [] { with_runtime([](runtime::Runtime&) { return 0; }); });
   m.def("_is_in_bad_fork", [] { return in_bad_fork(); });
-  m.def("_synchronize", [](int) {
+  m.def("_synchronize", [](int d) {
+    check_device_index(static_cast<c10::DeviceIndex>(d));
     with_runtime([](runtime::Runtime& r) {
       r.synchronize();
       return 0;
     });
   });
   m.def("_device_name", [](int d) {
+    check_device_index(static_cast<c10::DeviceIndex>(d));
     return with_runtime([&](runtime::Runtime& r) { return r.device_name(d); });
   });
   m.def("_device_properties", [](int d) {

@@ -67,6 +67,7 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
       out.num_ooms = s.num_ooms;
       out.num_device_alloc = s.num_device_alloc;
       out.num_device_free = s.num_device_free;
+      out.max_split_size = -1;  // as memory_stats(): blocks of any size may be split
       return 0;
     });
     return out;

@@ -53,16 +53,20 @@ NeuronGenerator* NeuronGenerator::clone_impl() const {
 const at::Generator& default_generator(c10::DeviceIndex index) {
   static std::mutex m;
   static std::deque<at::Generator> gens;
+  if (index < 0) index = current_device();
+  check_device_index(index);
   std::lock_guard<std::mutex> lock(m);
   const auto n = std::max<c10::DeviceIndex>(device_count_noexcept(), index + 1);
   while (static_cast<c10::DeviceIndex>(gens.size()) < n) {
     gens.push_back(at::make_generator<NeuronGenerator>(static_cast<c10::DeviceIndex>(gens.size())));
   }
-  return gens.at(index < 0 ? current_device() : index);
+  return gens.at(index);
 }
 
 at::Generator new_generator(c10::DeviceIndex index) {
-  return at::make_generator<NeuronGenerator>(index < 0 ? current_device() : index);
+  if (index < 0) index = current_device();
+  check_device_index(index);
+  return at::make_generator<NeuronGenerator>(index);
 }
 
 NeuronGenerator* get_generator(const std::optional<at::Generator>& gen, c10::DeviceIndex index) {

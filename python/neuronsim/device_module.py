@@ -165,10 +165,14 @@ class Event(metaclass=_EventMeta):
     accept exactly ``torch.Event`` objects, so a subclass instance could not be passed to them.
     """
 
-    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ):
         return torch.Event(
-            device=torch.device("neuron", current_device()), enable_timing=enable_timing,
-            blocking=blocking, interprocess=interprocess,
+            device=torch.device("neuron", current_device()),
+            enable_timing=enable_timing,
+            blocking=blocking,
+            interprocess=interprocess,
         )
 
 
@@ -192,12 +196,14 @@ def stream(s: torch.Stream | None):
     if s is None:
         yield
         return
+    prev_device = current_device()
     prev = current_stream(s.device_index)
-    set_stream(s)
+    set_stream(s)  # also makes the stream's device current
     try:
         yield
     finally:
         set_stream(prev)
+        _C._set_device(prev_device)
 
 
 # ---- memory ----

@@ -15,7 +15,7 @@ import json
 
 import torch
 
-from neuronsim import _api, _C
+from neuronsim import _C, _api
 
 _hooks: list = []
 

@@ -10,10 +10,9 @@ import subprocess
 import sys
 import textwrap
 
+import neuronsim  # noqa: F401  (registers the neuron device)
 import pytest
 import torch
-
-import neuronsim  # noqa: F401  (registers the neuron device)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -24,7 +23,9 @@ def _clear_op_tracking():
     yield
 
 
-def run_python(code: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+def run_python(
+    code: str, env: dict | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess:
     """Runs `code` in a fresh interpreter (with this venv) and returns the completed process."""
     full_env = dict(os.environ)
     for k in list(full_env):

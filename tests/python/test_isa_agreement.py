@@ -11,7 +11,6 @@ activation evaluation).
 import pytest
 import torch
 import torch.nn.functional as F
-
 from neuronsim import _C
 
 torch.manual_seed(0)
@@ -60,10 +59,24 @@ CASES = {
     "cat": (lambda a, b: torch.cat([a, b], 1), (X, Y), EXACT),
     "tril_triu": (lambda a: a.tril(2) + a.triu(-3), (X,), EXACT),
     "index_select": (lambda a: a.index_select(0, IDX.to(a.device)), (X,), EXACT),
-    "gather": (lambda a: a.gather(1, (torch.arange(185).view(37, 5) * 7 % 300).to(a.device)), (X,), EXACT),
+    "gather": (
+        lambda a: a.gather(1, (torch.arange(185).view(37, 5) * 7 % 300).to(a.device)),
+        (X,),
+        EXACT,
+    ),
     "index": (lambda a: a[IDX.to(a.device)], (X,), EXACT),
-    "index_put_acc": (lambda a: a.index_put((IDX.to(a.device),), torch.ones(4, 300, device=a.device), accumulate=True), (X,), FP32),
-    "index_copy": (lambda a: a.index_copy(0, IDX[1:].to(a.device), torch.ones(3, 300, device=a.device)), (X,), EXACT),
+    "index_put_acc": (
+        lambda a: a.index_put(
+            (IDX.to(a.device),), torch.ones(4, 300, device=a.device), accumulate=True
+        ),
+        (X,),
+        FP32,
+    ),
+    "index_copy": (
+        lambda a: a.index_copy(0, IDX[1:].to(a.device), torch.ones(3, 300, device=a.device)),
+        (X,),
+        EXACT,
+    ),
     "arange": (lambda: torch.arange(3, 1000, 7, device="neuron", dtype=torch.float32), (), EXACT),
     "fill": (lambda: torch.full((33, 70), 2.5, device="neuron"), (), EXACT),
     # reductions
@@ -79,7 +92,11 @@ CASES = {
     "mm": (torch.mm, (X, W), FP32),
     "mm_transposed_b": (lambda a, b: a @ b.t().contiguous().t(), (X, W), FP32),
     "linear_bias": (lambda a, b: F.linear(a, b.t(), torch.ones(70, device=a.device)), (X, W), FP32),
-    "addmm_scaled": (lambda a, b: torch.addmm(torch.ones(70, device=a.device), a, b, beta=0.5, alpha=2.0), (X, W), FP32),
+    "addmm_scaled": (
+        lambda a, b: torch.addmm(torch.ones(70, device=a.device), a, b, beta=0.5, alpha=2.0),
+        (X, W),
+        FP32,
+    ),
     "bmm": (torch.bmm, (B1, B2), FP32),
     "bf16_mm": (lambda a, b: a.bfloat16() @ b.bfloat16(), (X, W), 1e-2),
     # normalisation
@@ -88,19 +105,48 @@ CASES = {
     "layer_norm": (lambda a, w, b: _ln(a, w, b), (X, LW, LB), FP32),
     "layer_norm_plain": (lambda a: F.layer_norm(a, (300,)), (X,), FP32),
     # backward kernels
-    "softmax_backward": (lambda a: torch.autograd.grad(a.requires_grad_().softmax(-1).square().sum(), a)[0], (X,), FP32),
-    "log_softmax_backward": (lambda a: torch.autograd.grad(a.requires_grad_().log_softmax(-1)[:, 0].sum(), a)[0], (X,), FP32),
-    "layer_norm_backward": (lambda a, w, b: torch.autograd.grad(_ln(a.requires_grad_(), w, b).square().sum(), a)[0], (X, LW, LB), FP32),
-    "gelu_backward": (lambda a: torch.autograd.grad(F.gelu(a.requires_grad_()).sum(), a)[0], (X,), FP32),
-    "embedding_backward": (lambda a: torch.autograd.grad(F.embedding(torch.tensor([[1, 2], [1, 0]], device=a.device), a.requires_grad_()).square().sum(), a)[0], (X,), FP32),
-    "cross_entropy": (lambda a: F.cross_entropy(a, torch.arange(37, device=a.device) % 300), (X,), FP32),
+    "softmax_backward": (
+        lambda a: torch.autograd.grad(a.requires_grad_().softmax(-1).square().sum(), a)[0],
+        (X,),
+        FP32,
+    ),
+    "log_softmax_backward": (
+        lambda a: torch.autograd.grad(a.requires_grad_().log_softmax(-1)[:, 0].sum(), a)[0],
+        (X,),
+        FP32,
+    ),
+    "layer_norm_backward": (
+        lambda a, w, b: torch.autograd.grad(_ln(a.requires_grad_(), w, b).square().sum(), a)[0],
+        (X, LW, LB),
+        FP32,
+    ),
+    "gelu_backward": (
+        lambda a: torch.autograd.grad(F.gelu(a.requires_grad_()).sum(), a)[0],
+        (X,),
+        FP32,
+    ),
+    "embedding_backward": (
+        lambda a: torch.autograd.grad(
+            F.embedding(torch.tensor([[1, 2], [1, 0]], device=a.device), a.requires_grad_())
+            .square()
+            .sum(),
+            a,
+        )[0],
+        (X,),
+        FP32,
+    ),
+    "cross_entropy": (
+        lambda a: F.cross_entropy(a, torch.arange(37, device=a.device) % 300),
+        (X,),
+        FP32,
+    ),
 }
 
 
 def _run(fn, args):
     dev = [a.to("neuron") if isinstance(a, torch.Tensor) else a for a in args]
     out = fn(*dev)
-    return [t.detach().cpu() for t in (out if isinstance(out, (tuple, list)) else [out])]
+    return [t.detach().cpu() for t in (out if isinstance(out, tuple | list) else [out])]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -5,17 +5,21 @@ Samples: ``op.sample_inputs("cpu", dtype)``, generated under ``torch.manual_seed
 is deterministic). Each tensor of a sample is copied to the device with the same storage layout
 (its whole storage is copied with ``.to("neuron")`` and the same size/stride/offset view is taken
 on the device, so ``as_strided`` samples and non-contiguous inputs mean the same thing on both
-sides); a ``device="cpu"`` keyword, as factory functions take, becomes ``"neuron"``. The op runs on
+sides); a ``device="cpu"`` keyword, as factory functions take, becomes ``"neuron"``; tensor
+arguments that an op's contract requires on the CPU (``CPU_ARGS_OPS``) stay there. The op runs on
 the CPU and on the device, the sample's ``output_process_fn_grad`` is applied (as PyTorch's own
 ``test_compare_cpu`` does) and the device outputs come back with ``.cpu()``.
 
 Comparison: ``torch.testing.assert_close(equal_nan=True)`` with the default tolerances of the output
 dtype (float32: rtol 1.3e-6, atol 1e-5; bfloat16: rtol 1.6e-2, atol 1e-5), raised to the largest
 ``toleranceOverride`` the OpInfo declares for that dtype in any of its tests (the OpInfo author's
-statement of how much two correct implementations may differ). In the default (fast) mode native
+statement of how much two correct implementations may differ). When that fails for floating
+outputs, the sample is rerun on the CPU in float64 and the device still agrees if, for every
+floating output, its largest error against that reference is at most twice the CPU's own
+(``agree_by_reference``): a composite op that decomposes differently on a PrivateUse1 device
+rounds differently, but must not be less accurate. In the default (fast) mode native
 ops compute with ATen's CPU kernels on zero-copy views and the fallback runs the CPU kernel
-itself, so most results are bit-identical; composite ops that decompose differently on a
-PrivateUse1 device round bfloat16 intermediates and need the bfloat16 tolerance. 64-bit outputs
+itself, so most results are bit-identical. 64-bit outputs
 are compared at their 32-bit counterparts' tolerances (float64 as float32, int64 exactly): native
 ops compute 64-bit data at 32 bits, the device's documented behaviour. Output structure, dtypes
 and shapes must match exactly. Both sides raising counts as agreement.
@@ -25,12 +29,12 @@ skips in ``test_compare_cpu`` because "output is non-deterministic", and ``RANDO
 draws from its own Philox generator, so values differ from the CPU's by design;
 ``test_autograd_models`` checks the device generator's reproducibility).
 
-Subset: to keep the suite within its time budget on this 2-core machine the test runs **every
-OpInfo and both dtypes, but at most ``MAX_SAMPLES`` samples per OpInfo per dtype** (the first ones
-in op_db's deterministic order; about a quarter of op_db's ~35k samples). The full set took far
-longer (the CPU side alone needs minutes here, mostly generating samples, and every device op
-launches a simulated kernel). ``NEURON_OPDB_MAX_SAMPLES=0`` runs every sample (a manual survey:
-``python tests/python/test_opdb.py``).
+Sample count: every OpInfo, both dtypes, every sample (``MAX_SAMPLES = 0``): about 33.5k samples
+in ~1.5 minutes on this 2-core machine when it is otherwise idle (the CPU side of the ops takes
+~8 s, the device side ~17 s; generating the samples takes most of the rest), so no subset is
+needed. The child runs with one intra-op thread (see ``_child``). ``NEURON_OPDB_MAX_SAMPLES=N``
+caps the samples per OpInfo per dtype (the first N in op_db's deterministic order) for a quicker
+run.
 
 Crash isolation: the ops run in a child interpreter that streams one JSON line per OpInfo; when
 the child dies (a segfault in the backend), the OpInfo it was running is recorded as ``crashed``
@@ -66,7 +70,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REPORT = os.path.join(REPO, "out", "opdb_report.json")
 
-MAX_SAMPLES = int(os.environ.get("NEURON_OPDB_MAX_SAMPLES", "8"))
+MAX_SAMPLES = int(os.environ.get("NEURON_OPDB_MAX_SAMPLES", "0"))
 DTYPES = (torch.float32, torch.bfloat16)
 
 # Random ops (values come from a generator; the device uses its own Philox streams).
@@ -98,11 +102,34 @@ CPU_ARGS_OPS = {
     "tensor_split": "tensor_indices_or_sections must be a CPU tensor",
 }
 
+_F32, _BF16 = "float32", "bfloat16"
+_BOTH = (_F32, _BF16)
+
 # (OpInfo full name, dtype) -> why the device results differ from the CPU's.
-KNOWN_DISAGREE: dict[tuple[str, str], str] = {}
+_GROUP_NORM = (
+    "BUG (precision): native_group_norm has no device kernel and its CompositeExplicitAutograd "
+    "math_group_norm decomposes into bfloat16 var_mean/sub/rsqrt/mul/add, rounding every "
+    "intermediate; the device result is up to ~2.3x as far from a float64 reference as the CPU "
+    "kernel's (fp32 internal math), e.g. 0.061 vs 0.026 on outputs of magnitude 16"
+)
+_LCE = (
+    "PyTorch, not neuronsim: LinearCrossEntropyOptions._resolve_auto_acc_dtype picks float32 "
+    "accumulation for bfloat16 only on cpu/cuda, so on any other device the chunked path "
+    "accumulates in bfloat16 (error 0.0085 vs the CPU's 0.0003 on a loss of 0.13)"
+)
+KNOWN_DISAGREE: dict[tuple[str, str], str] = {
+    ("native_group_norm", _BF16): _GROUP_NORM,
+    ("nn.functional.group_norm", _BF16): _GROUP_NORM,
+    ("nn.functional.linear_cross_entropy.chunked", _BF16): _LCE,
+    ("nn.functional.linear_cross_entropy.chunked_none", _BF16): _LCE,
+}
 
 # (OpInfo full name, dtype) -> why the device raises where the CPU does not.
-KNOWN_NEURON_ONLY_ERRORS: dict[tuple[str, str], str] = {}
+_SPARSE = "unsupported: sparse layouts on the neuron device (no Sparse/SparseCsr kernels)"
+KNOWN_NEURON_ONLY_ERRORS: dict[tuple[str, str], str] = {
+    **{(op, dt): _SPARSE for dt in _BOTH for op in ("sparse.mm.reduce", "to_sparse")},
+    ("sparse.sampled_addmm", _F32): _SPARSE,
+}
 
 # OpInfo full name -> why the process dies running it on the device.
 KNOWN_CRASHES: dict[str, str] = {}
@@ -147,8 +174,14 @@ def _to_neuron(x):
     """A device copy of x with the same storage layout (size, stride, storage offset)."""
     if not isinstance(x, torch.Tensor):
         return x
-    if (x.layout != torch.strided or x.is_conj() or x.is_neg() or x.is_nested
-            or x.is_quantized or x.device.type != "cpu"):
+    if (
+        x.layout != torch.strided
+        or x.is_conj()
+        or x.is_neg()
+        or x.is_nested
+        or x.is_quantized
+        or x.device.type != "cpu"
+    ):
         return x.to("neuron")
     n = x.untyped_storage().nbytes() // max(1, x.element_size())
     flat = torch.empty(0, dtype=x.dtype).set_(x.untyped_storage(), 0, (n,), (1,))
@@ -183,7 +216,7 @@ def _compare(actual, expected, overrides: dict) -> None:
     e_leaves, e_spec = tree_flatten(expected)
     if a_spec != e_spec:
         raise AssertionError(f"output structure differs: {a_spec} vs {e_spec}")
-    for a, e in zip(a_leaves, e_leaves):
+    for a, e in zip(a_leaves, e_leaves, strict=True):
         if isinstance(e, torch.Tensor):
             if not isinstance(a, torch.Tensor):
                 raise AssertionError(f"expected a tensor, got {type(a).__name__}")
@@ -207,7 +240,51 @@ def _compare(actual, expected, overrides: dict) -> None:
             raise AssertionError(f"{a!r} != {e!r}")
 
 
-_COUNTS = ("ran", "agree", "both_raise", "disagree", "neuron_only_error", "cpu_only_error")
+def _within_reference(op, sample, dev_out, cpu_out) -> bool:
+    """True when every floating device output is at most twice as far from a float64 CPU run of
+    the sample as the CPU's own output (non-floating outputs must be equal)."""
+
+    def up(t):
+        return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+
+    try:
+        s64 = sample.transform(up)
+        ref = tree_map(_to_cpu, s64.output_process_fn_grad(op(s64.input, *s64.args, **s64.kwargs)))
+    except Exception:  # noqa: BLE001
+        return False
+    d_leaves, c_leaves, r_leaves = (tree_flatten(x)[0] for x in (dev_out, cpu_out, ref))
+    if not len(d_leaves) == len(c_leaves) == len(r_leaves):
+        return False
+    for d, c, r in zip(d_leaves, c_leaves, r_leaves, strict=True):
+        if not isinstance(c, torch.Tensor) or not c.is_floating_point():
+            if isinstance(c, torch.Tensor):
+                if not torch.equal(d, c):
+                    return False
+            elif d != c:
+                return False
+            continue
+        if not isinstance(r, torch.Tensor) or r.shape != c.shape:
+            return False
+        r = r.double()
+        finite = torch.isfinite(r)
+        if not torch.equal(torch.isfinite(d), finite) or not torch.equal(torch.isfinite(c), finite):
+            return False
+        err_d = (d.double() - r)[finite].abs().max() if finite.any() else 0.0
+        err_c = (c.double() - r)[finite].abs().max() if finite.any() else 0.0
+        if err_d > 2 * err_c:
+            return False
+    return True
+
+
+_COUNTS = (
+    "ran",
+    "agree",
+    "both_raise",
+    "disagree",
+    "neuron_only_error",
+    "cpu_only_error",
+    "agree_by_reference",
+)
 
 
 def _run_op(op, max_samples: int) -> dict:
@@ -246,16 +323,19 @@ def _run_op(op, max_samples: int) -> dict:
             t0 = time.perf_counter()
             cpu_out = cpu_err = None
             try:
-                cpu_out = tree_map(_to_cpu, sample.output_process_fn_grad(
-                    op(sample.input, *sample.args, **sample.kwargs)))
+                cpu_out = tree_map(
+                    _to_cpu,
+                    sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs)),
+                )
             except Exception as e:  # noqa: BLE001
                 cpu_err = e
             t1 = time.perf_counter()
             neuronsim.clear_op_tracking()
             dev_out = dev_err = None
             try:
-                dev_out = tree_map(_to_cpu, ns.output_process_fn_grad(
-                    op(ns.input, *ns.args, **ns.kwargs)))
+                dev_out = tree_map(
+                    _to_cpu, ns.output_process_fn_grad(op(ns.input, *ns.args, **ns.kwargs))
+                )
             except Exception as e:  # noqa: BLE001
                 dev_err = e
             t2 = time.perf_counter()
@@ -277,6 +357,10 @@ def _run_op(op, max_samples: int) -> dict:
                     _compare(dev_out, cpu_out, overrides)
                     r["agree"] += 1
                 except Exception as e:  # noqa: BLE001
+                    if _within_reference(op, sample, dev_out, cpu_out):
+                        r["agree"] += 1
+                        r["agree_by_reference"] += 1
+                        continue
                     r["disagree"] += 1
                     failures.append(f"sample {i}: {' '.join(str(e).split())}"[:400])
         entry[dname] = {
@@ -298,6 +382,9 @@ def _child(start: int, max_samples: int, path: str) -> None:
     import neuronsim  # noqa: F401
     from torch.testing._internal.common_methods_invocations import op_db
 
+    # One intra-op thread: the samples are tiny, and on a loaded 2-core machine OpenMP workers
+    # spinning against other processes made the pooling ops alone take minutes.
+    torch.set_num_threads(1)
     warnings.simplefilter("ignore")
     with open(path, "a") as f:
         for idx in range(start, len(op_db)):
@@ -322,9 +409,19 @@ def run_opdb(max_samples: int = MAX_SAMPLES, timeout: float = 3000) -> dict:
             left = timeout - (time.perf_counter() - t_start)
             assert left > 0, "op_db survey timed out"
             p = subprocess.run(
-                [sys.executable, os.path.abspath(__file__), "--child", str(start),
-                 str(max_samples), path],
-                cwd=REPO, env=env, capture_output=True, text=True, timeout=left,
+                [
+                    sys.executable,
+                    os.path.abspath(__file__),
+                    "--child",
+                    str(start),
+                    str(max_samples),
+                    path,
+                ],
+                cwd=REPO,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=left,
             )
             lines = [json.loads(ln) for ln in open(path)] if os.path.exists(path) else []
             last_start = None
@@ -342,7 +439,7 @@ def run_opdb(max_samples: int = MAX_SAMPLES, timeout: float = 3000) -> dict:
             start = last_start["start"] + 1
     totals = Counter()
     kinds = Counter()
-    for name, entry in per_op.items():
+    for _name, entry in per_op.items():
         if "skipped" in entry:
             totals["ops_skipped_nondeterministic"] += 1
             continue
@@ -359,8 +456,11 @@ def run_opdb(max_samples: int = MAX_SAMPLES, timeout: float = 3000) -> dict:
             totals["seconds_neuron_ops"] += r["seconds_neuron"]
             op_kinds.add(r["kind"])
         if op_kinds:
-            kinds["fallback" if "fallback" in op_kinds else
-                  ("native" if "native" in op_kinds else "none")] += 1
+            kinds[
+                "fallback"
+                if "fallback" in op_kinds
+                else ("native" if "native" in op_kinds else "none")
+            ] += 1
     totals.update({f"ops_{k}": v for k, v in kinds.items()})
     totals["seconds_cpu_ops"] = round(totals["seconds_cpu_ops"], 1)
     totals["seconds_neuron_ops"] = round(totals["seconds_neuron_ops"], 1)
@@ -396,6 +496,13 @@ def _write(report: dict) -> None:
 @pytest.fixture(scope="module")
 def report():
     rep = run_opdb()
+    rep["known_issues"] = {
+        "disagree": {f"{n} {d}": why for (n, d), why in sorted(KNOWN_DISAGREE.items())},
+        "neuron_only_errors": {
+            f"{n} {d}": why for (n, d), why in sorted(KNOWN_NEURON_ONLY_ERRORS.items())
+        },
+        "crashes": dict(sorted(KNOWN_CRASHES.items())),
+    }
     _write(rep)
     return rep
 
@@ -407,8 +514,9 @@ def test_opdb_coverage(report):
     assert t["ops"] > 650 and t["samples"] > 5000, t
     assert t["op_dtypes_native"] > 300, t
     # Every sample is accounted for once.
-    assert t["samples"] == (t["agree"] + t["disagree"] + t["neuron_only_error"]
-                            + t["cpu_only_error"]), t
+    assert t["samples"] == (
+        t["agree"] + t["disagree"] + t["neuron_only_error"] + t["cpu_only_error"]
+    ), t
     assert os.path.exists(REPORT)
 
 

@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
-
 from conftest import run_python
 
 # ---------------------------------------------------------------------------------------------
@@ -85,8 +84,8 @@ _SCRIPTS = {
 }
 
 
-@pytest.fixture(scope="module")
-def runs():
+@pytest.fixture(scope="module", autouse=True)
+def runs():  # autouse: the interpreters start with the module's first test
     pool = ThreadPoolExecutor(max_workers=len(_SCRIPTS))
     futures = {k: pool.submit(run_python, code, env) for k, (code, env) in _SCRIPTS.items()}
     yield futures
@@ -96,8 +95,10 @@ def runs():
 def _result(runs, name):
     r = runs[name].result()
     assert r.returncode == 0, f"{name} failed:\nstdout:\n{r.stdout}\nstderr:\n{r.stderr}"
-    return {line.split(" ", 1)[0]: line.split(" ", 1)[1] if " " in line else ""
-            for line in r.stdout.splitlines()}
+    return {
+        line.split(" ", 1)[0]: line.split(" ", 1)[1] if " " in line else ""
+        for line in r.stdout.splitlines()
+    }
 
 
 # ---------------------------------------------------------------------------------------------

@@ -35,7 +35,13 @@ int ChromeJsonSink::pid_of(const std::string& process) {
 }
 
 sim::TrackId ChromeJsonSink::add_track(const sim::TrackInfo& info) {
+  // Re-attaching to a device asks for the same rows again: reuse them.
   const int pid = pid_of(info.process);
+  for (size_t i = 0; i < tracks_.size(); ++i) {
+    if (tracks_[i].pid == pid && tracks_[i].name == info.name && tracks_[i].kind == info.kind) {
+      return static_cast<sim::TrackId>(i);
+    }
+  }
   const int tid = static_cast<int>(tracks_.size()) + 1;
   tracks_.push_back({pid, tid, info.name, info.kind});
   if (info.kind == sim::TrackKind::kSlices) {

@@ -39,29 +39,58 @@ AccessPattern run_ap(const TensorDesc& t, int64_t offset, int64_t len) {
   return ap;
 }
 
-}  // namespace
-
-Program build_indexed_copy(const std::string& name, const TensorDesc& src,
-                           const std::vector<int64_t>& src_pos, const TensorDesc& dst,
-                           const std::vector<int64_t>& dst_pos, bool accumulate,
-                           const CoreParams& core) {
-  if (src_pos.size() != dst_pos.size()) throw std::invalid_argument("indexed copy: position counts differ");
-  const int64_t src_inner = src.strides.empty() ? 1 : src.strides.back();
+// Groups element pairs into contiguous runs (consecutive on both sides, unit inner strides).
+std::vector<Run> make_runs(const TensorDesc* src, const std::vector<int64_t>* src_pos,
+                           const TensorDesc& dst, const std::vector<int64_t>& dst_pos,
+                           int64_t max_run) {
+  const int64_t src_inner = !src || src->strides.empty() ? 1 : src->strides.back();
   const int64_t dst_inner = dst.strides.empty() ? 1 : dst.strides.back();
-  // Contiguous runs: consecutive positions that are adjacent in memory on both sides.
-  const int64_t max_run = static_cast<int64_t>(core.vector.max_free_elements_sbuf);
   std::vector<Run> runs;
-  for (size_t i = 0; i < src_pos.size(); ++i) {
-    const int64_t so = element_offset(src, src_pos[i]), d = element_offset(dst, dst_pos[i]);
+  for (size_t i = 0; i < dst_pos.size(); ++i) {
+    const int64_t so = src ? element_offset(*src, (*src_pos)[i]) : 0;
+    const int64_t d = element_offset(dst, dst_pos[i]);
     if (!runs.empty()) {
       Run& r = runs.back();
-      if (so == r.src + r.len && d == r.dst + r.len && src_inner == 1 && dst_inner == 1 && r.len < max_run) {
+      const bool src_next = !src || so == r.src + r.len;
+      if (src_next && d == r.dst + r.len && src_inner == 1 && dst_inner == 1 && r.len < max_run) {
         ++r.len;
         continue;
       }
     }
     runs.push_back({so, d, 1});
   }
+  return runs;
+}
+
+}  // namespace
+
+Program build_indexed_fill(const std::string& name, const TensorDesc& dst,
+                           const std::vector<int64_t>& dst_pos, float value,
+                           const CoreParams& core) {
+  const auto runs = make_runs(nullptr, nullptr, dst, dst_pos,
+                              static_cast<int64_t>(core.vector.max_free_elements_sbuf));
+  ProgramBuilder b(name, core);
+  int64_t widest = 1;
+  for (const Run& r : runs) widest = std::max(widest, r.len);
+  const uint64_t off = b.alloc_sbuf(static_cast<uint64_t>(widest) * 4);
+  b.emit(kVector, isa::memset(isa::sbuf_tile(DType::kFp32, 1, off, static_cast<uint32_t>(widest)), value));
+  const Token filled = b.mark(kVector);
+  for (const Run& r : runs) {
+    const StreamId q = dma_queue(static_cast<uint8_t>((r.dst / std::max<int64_t>(1, r.len)) % 4));
+    b.wait(q, filled);
+    b.emit(q, isa::dma_copy(run_ap(dst, r.dst, r.len),
+                            isa::sbuf_tile(DType::kFp32, 1, off, static_cast<uint32_t>(r.len))));
+  }
+  return std::move(b).build();
+}
+
+Program build_indexed_copy(const std::string& name, const TensorDesc& src,
+                           const std::vector<int64_t>& src_pos, const TensorDesc& dst,
+                           const std::vector<int64_t>& dst_pos, bool accumulate,
+                           const CoreParams& core) {
+  if (src_pos.size() != dst_pos.size()) throw std::invalid_argument("indexed copy: position counts differ");
+  const auto runs = make_runs(&src, &src_pos, dst, dst_pos,
+                              static_cast<int64_t>(core.vector.max_free_elements_sbuf));
   ProgramBuilder b(name, core);
   if (!accumulate) {
     // Plain moves spread over four queues (no ordering needed unless destinations repeat; the

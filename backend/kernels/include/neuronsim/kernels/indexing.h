@@ -20,6 +20,11 @@ device::Program build_indexed_copy(const std::string& name, const TensorDesc& sr
                                    const std::vector<int64_t>& dst_pos, bool accumulate,
                                    const device::CoreParams& core);
 
+/// dst[dst_pos[i]] = value: a memset in SBUF, then one DMA per contiguous run.
+device::Program build_indexed_fill(const std::string& name, const TensorDesc& dst,
+                                   const std::vector<int64_t>& dst_pos, float value,
+                                   const device::CoreParams& core);
+
 /// Memory offset (elements) of a logical row-major position.
 int64_t element_offset(const TensorDesc& t, int64_t position);
 

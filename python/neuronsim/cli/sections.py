@@ -1,0 +1,129 @@
+"""The report's sections as (headers, rows) built from a summary (trace_data.summarize): the text
+report and the HTML page render the same rows."""
+
+from __future__ import annotations
+
+from neuronsim.cli.formatting import bytes_str, pct, rate_str, time_str
+
+
+def _of_peak(achieved: float, peak: float, unit: str) -> str:
+    if peak <= 0:
+        return f"{rate_str(achieved, unit)} (peak n/a)"
+    return f"{rate_str(achieved, unit)} ({pct(achieved / peak)} of peak {rate_str(peak, unit)})"
+
+
+def overrides_str(s: dict) -> str:
+    o = s.get("overrides") or {}
+    if isinstance(o, dict):
+        return ", ".join(f"{k}={v}" for k, v in sorted(o.items())) or "none"
+    return ", ".join(map(str, o)) or "none"
+
+
+def summary_rows(s: dict) -> list[tuple[str, str]]:
+    cores = ", ".join(s["active_cores"]) or "-"
+    rows = [
+        ("preset", f"{s['preset'] or '-'} (overrides: {overrides_str(s)})"),
+        (
+            "simulated time",
+            f"{time_str(s['device_time_ns'])} device clock, "
+            f"{time_str(s['host_time_ns'])} host clock",
+        ),
+        (
+            "trace window",
+            f"{time_str(s['window_begin_ns'])} .. {time_str(s['window_end_ns'])}"
+            f" ({time_str(s['window_ns'])}), cores with work: {cores}",
+        ),
+        ("bottleneck", f"{s['bottleneck'] or '-'} ({pct(s['bottleneck_utilisation'])} busy)"),
+        ("TensorE FLOP/s", _of_peak(s["achieved_flops_per_s"], s["peak_flops_per_s"], "FLOP/s")),
+        (
+            "HBM bandwidth",
+            _of_peak(s["achieved_hbm_bytes_per_s"], s["peak_hbm_bytes_per_s"], "B/s"),
+        ),
+        (
+            "bytes moved",
+            f"{bytes_str(s['dma_bytes'])} by DMA, {bytes_str(s['hbm_bytes'])} to/from HBM",
+        ),
+        ("ops", f"{s['native_calls']} native calls, {s['fallback_calls']} CPU fallback calls"),
+    ]
+    return rows
+
+
+ENGINE_HEADERS = ("core", "engine", "instructions", "busy", "util")
+
+
+def engine_rows(s: dict) -> list[tuple]:
+    return [
+        (
+            e["process"],
+            e["engine"],
+            e["instructions"],
+            time_str(e["busy_ns"]),
+            pct(e["utilisation"]),
+        )
+        for e in s["engines"]
+    ]
+
+
+OP_HEADERS = ("op", "count", "device time", "% of op time", "mean")
+
+
+def op_rows(s: dict, top: int | None) -> list[tuple]:
+    return [
+        (
+            o["name"],
+            o["count"],
+            time_str(o["total_ns"]),
+            f"{o['percent']:.1f}%",
+            time_str(o["total_ns"] / o["count"]),
+        )
+        for o in s["ops"][:top]
+    ]
+
+
+KERNEL_HEADERS = (
+    "kernel",
+    "launches",
+    "time",
+    "% of kernel time",
+    "instructions",
+    "TensorE FLOP/s",
+    "flop/HBM byte",
+    "HBM bytes",
+)
+
+
+def kernel_rows(s: dict, top: int | None) -> list[tuple]:
+    return [
+        (
+            k["name"],
+            k["launches"],
+            time_str(k["total_ns"]),
+            f"{k['percent']:.1f}%",
+            k["instructions"],
+            rate_str(k["achieved_flops_per_s"], "FLOP/s") if k["flops"] else "-",
+            f"{k['intensity']:.1f}" if k["intensity"] else "-",
+            bytes_str(k["hbm_bytes"]),
+        )
+        for k in s["kernels"][:top]
+    ]
+
+
+OP_REPORT_HEADERS = ("op", "native", "CPU fallback", "computed at 32 bits")
+
+
+def op_report_rows(s: dict) -> list[tuple]:
+    rows = [
+        (n, c.get("native", 0), c.get("fallback", 0), c.get("computed_at_32_bits", 0))
+        for n, c in s["op_report"].items()
+    ]
+    rows.sort(key=lambda r: (-r[2], -r[1], r[0]))  # fallbacks first
+    return rows
+
+
+CONFIG_HEADERS = ("parameter", "value", "overridden")
+
+
+def config_rows(s: dict) -> list[tuple]:
+    o = s.get("overrides") or {}
+    keys = set(o) if isinstance(o, dict) else {str(x).split("=", 1)[0] for x in o}
+    return [(k, v, "yes" if k in keys else "") for k, v in sorted(s["config"].items())]

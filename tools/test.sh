@@ -8,4 +8,5 @@ BUILD_DIR=${BUILD_DIR:-build}
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" --timeout 600
 if [ -d tests/python ] && [ -x .venv/bin/python ]; then
   .venv/bin/python -m pytest -q tests/python
+  tools/lint.sh
 fi

@@ -9,7 +9,9 @@ namespace {
 using at::autocast::CastPolicy;
 
 // Every other op runs under autocast unchanged.
-TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) { m.fallback(torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(_, AutocastPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFallthrough());
+}
 
 TORCH_LIBRARY_IMPL(aten, AutocastPrivateUse1, m) {
 #define NEURON_LOWER(...) KERNEL_PRIVATEUSEONE(__VA_ARGS__, lower_precision_fp)

@@ -11,7 +11,9 @@
 namespace neuronsim::backend {
 namespace {
 
-at::Tensor to_host(const at::Tensor& t) { return t.defined() ? t.cpu() : t; }
+at::Tensor to_host(const at::Tensor& t) {
+  return t.defined() ? t.cpu() : t;
+}
 
 void charge_host_work() {
   with_runtime([](runtime::Runtime& r) {
@@ -28,7 +30,8 @@ at::Tensor convolution(const at::Tensor& input, const at::Tensor& weight,
   OpTracker::get().record_fallback("aten::convolution", "");
   OpScope scope("aten::convolution (CPU fallback)", {input, weight});
   charge_host_work();
-  const std::optional<at::Tensor> b = bias && bias->defined() ? std::optional(to_host(*bias)) : std::nullopt;
+  const std::optional<at::Tensor> b =
+      bias && bias->defined() ? std::optional(to_host(*bias)) : std::nullopt;
   at::Tensor out = at::convolution_symint(to_host(input), to_host(weight), b, stride, padding,
                                           dilation, transposed, output_padding, std::move(groups));
   return out.to(input.device());
@@ -45,10 +48,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> convolution_backward(
   const c10::SymInt out_channels = transposed ? weight.sym_size(1) * groups : weight.sym_size(0);
   std::vector<c10::SymInt> bias_sizes{out_channels};
   auto [gi, gw, gb] = at::convolution_backward_symint(
-      to_host(grad_output), to_host(input), to_host(weight), c10::SymIntArrayRef(bias_sizes), stride,
-      padding, dilation, transposed, output_padding, std::move(groups), output_mask);
+      to_host(grad_output), to_host(input), to_host(weight), c10::SymIntArrayRef(bias_sizes),
+      stride, padding, dilation, transposed, output_padding, std::move(groups), output_mask);
   const c10::Device dev = input.device();
-  return {gi.defined() ? gi.to(dev) : gi, gw.defined() ? gw.to(dev) : gw, gb.defined() ? gb.to(dev) : gb};
+  return {gi.defined() ? gi.to(dev) : gi, gw.defined() ? gw.to(dev) : gw,
+          gb.defined() ? gb.to(dev) : gb};
 }
 
 }  // namespace

@@ -3,21 +3,21 @@
 // through the DMA model; views never copy.
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
 #include <ATen/ops/set_cpu_dispatch.h>
-#include <ATen/native/CPUFallback.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include "aten/native_boxed.h"
 #include "aten/op_scope.h"
-#include "runtime/trace_session.h"
 #include "aten/tensor_desc.h"
 #include "neuronsim/kernels/elementwise.h"
 #include "runtime/context.h"
 #include "runtime/hooks.h"
 #include "runtime/op_tracking.h"
+#include "runtime/trace_session.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -70,7 +70,9 @@ const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
   return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), memory_format);
 }
 
-uint64_t payload_bytes(const at::Tensor& t) { return t.numel() * t.element_size(); }
+uint64_t payload_bytes(const at::Tensor& t) {
+  return t.numel() * t.element_size();
+}
 
 // All copies that involve a neuron tensor land here (copy_, .to, .cpu(), the fallback).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
@@ -84,12 +86,14 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     const bool typed = device_dtype(self.scalar_type()) && device_dtype(dst.scalar_type());
     if (!typed && self.scalar_type() != dst.scalar_type()) return dst;
     const auto program = with_runtime([&](runtime::Runtime& r) {
-      return typed ? kernels::build_copy("copy", describe(self), describe(dst), r.device().params().core)
+      return typed ? kernels::build_copy("copy", describe(self), describe(dst),
+                                         r.device().params().core)
                    : kernels::build_copy("copy", describe_bytes(self), describe_bytes(dst),
                                          r.device().params().core);
     });
-    launch_programs(dst.device(), {program},
-                    isa_mode() && self.scalar_type() != at::kDouble && dst.scalar_type() != at::kDouble);
+    launch_programs(
+        dst.device(), {program},
+        isa_mode() && self.scalar_type() != at::kDouble && dst.scalar_type() != at::kDouble);
     if (!in_fallback()) OpTracker::get().record_native("aten::copy_", false);
     return dst;
   }
@@ -99,11 +103,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     with_runtime([&](runtime::Runtime& r) {
       const sim::SimTime h0 = r.host_time();
       const auto c = r.copy_host(static_cast<uint32_t>(dst.device().index()),
-                                 current_stream(dst.device().index()).id(), payload_bytes(dst), true,
-                                 r.hbm_address(dst.data_ptr()), async);
+                                 current_stream(dst.device().index()).id(), payload_bytes(dst),
+                                 true, r.hbm_address(dst.data_ptr()), async);
       if (TraceSession* t = TraceSession::active()) {
         t->kernel(r.physical_core(static_cast<uint32_t>(dst.device().index())), c.start, c.end);
-        if (r.host_time() > h0) t->host("copy host to device", "copy", h0, r.host_time(), {{"bytes", payload_bytes(dst)}});
+        if (r.host_time() > h0)
+          t->host("copy host to device", "copy", h0, r.host_time(),
+                  {{"bytes", payload_bytes(dst)}});
       }
       return 0;
     });
@@ -115,11 +121,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     const sim::SimTime h0 = r.host_time();
     if (!async) r.synchronize();
     const auto c = r.copy_host(static_cast<uint32_t>(self.device().index()),
-                               current_stream(self.device().index()).id(), payload_bytes(self), false,
-                               r.hbm_address(self.data_ptr()), async);
+                               current_stream(self.device().index()).id(), payload_bytes(self),
+                               false, r.hbm_address(self.data_ptr()), async);
     if (TraceSession* t = TraceSession::active()) {
       t->kernel(r.physical_core(static_cast<uint32_t>(self.device().index())), c.start, c.end);
-      if (r.host_time() > h0) t->host("copy device to host (waits for the device)", "copy", h0, r.host_time(), {{"bytes", payload_bytes(self)}});
+      if (r.host_time() > h0)
+        t->host("copy device to host (waits for the device)", "copy", h0, r.host_time(),
+                {{"bytes", payload_bytes(self)}});
     }
     return 0;
   });
@@ -135,8 +143,9 @@ at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   with_runtime([&](runtime::Runtime& r) {
     r.synchronize();
-    r.copy_host(static_cast<uint32_t>(self.device().index()), current_stream(self.device().index()).id(),
-                self.element_size(), false, r.hbm_address(self.data_ptr()), false);
+    r.copy_host(static_cast<uint32_t>(self.device().index()),
+                current_stream(self.device().index()).id(), self.element_size(), false,
+                r.hbm_address(self.data_ptr()), false);
     return 0;
   });
   return at::_local_scalar_dense(cpu_view(self));
@@ -159,8 +168,12 @@ at::Tensor& set_empty(at::Tensor& self) {
   return at::cpu::set_(self);
 }
 
-at::Tensor view_as_real(const at::Tensor& self) { return at::native::view_as_real(self); }
-at::Tensor view_as_complex(const at::Tensor& self) { return at::native::view_as_complex(self); }
+at::Tensor view_as_real(const at::Tensor& self) {
+  return at::native::view_as_real(self);
+}
+at::Tensor view_as_complex(const at::Tensor& self) {
+  return at::native::view_as_complex(self);
+}
 at::Tensor unfold(const at::Tensor& self, int64_t dim, int64_t size, int64_t step) {
   return at::native::unfold(self, dim, size, step);
 }

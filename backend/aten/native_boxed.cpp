@@ -10,10 +10,10 @@
 #include "aten/op_scope.h"
 #include "aten/tensor_desc.h"
 #include "profiler/activity_recorder.h"
-#include "runtime/trace_session.h"
 #include "runtime/context.h"
 #include "runtime/generator.h"
 #include "runtime/op_tracking.h"
+#include "runtime/trace_session.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -40,7 +40,9 @@ bool exact_64bit() {
   return v && std::strcmp(v, "1") == 0;
 }
 
-bool is_neuron(const at::Tensor& t) { return t.defined() && t.device().is_privateuseone(); }
+bool is_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().is_privateuseone();
+}
 
 // Calls fn on every tensor inside an IValue (tensor, tensor list, optional-tensor list).
 template <typename Fn>
@@ -64,8 +66,8 @@ at::Tensor round_to_32(const at::Tensor& t) {
 }
 
 struct CpuArg {
-  at::Tensor device;  // the original device tensor
-  at::Tensor cpu;     // what the CPU kernel sees
+  at::Tensor device;    // the original device tensor
+  at::Tensor cpu;       // what the CPU kernel sees
   bool copied = false;  // cpu is not an alias of device memory (64-bit rounding, empty out)
 };
 
@@ -96,8 +98,10 @@ c10::IValue convert_arg(const c10::IValue& v, bool emulate64, std::vector<CpuArg
     if (!has_tensor) return v;
     c10::List<std::optional<at::Tensor>> out;
     for (const auto& e : ref) {
-      if (e.isTensor()) out.push_back(to_cpu(e.toTensor(), emulate64, seen, any64));
-      else out.push_back(std::nullopt);
+      if (e.isTensor())
+        out.push_back(to_cpu(e.toTensor(), emulate64, seen, any64));
+      else
+        out.push_back(std::nullopt);
     }
     return out;
   }
@@ -147,11 +151,15 @@ c10::IValue convert_return(const c10::IValue& v, const std::vector<CpuArg>& seen
   return v;
 }
 
-std::string base_name(const c10::OperatorHandle& op) { return op.schema().name(); }
+std::string base_name(const c10::OperatorHandle& op) {
+  return op.schema().name();
+}
 
 }  // namespace
 
-bool in_fallback() { return t_fallback_depth > 0; }
+bool in_fallback() {
+  return t_fallback_depth > 0;
+}
 
 at::Tensor OpInvocation::tensor(size_t i) const {
   return i < args.size() && args[i].isTensor() ? args[i].toTensor() : at::Tensor();
@@ -185,7 +193,9 @@ void register_timing(const std::string& base, TimingBuilder builder, SupportChec
   registry()[base] = {std::move(builder), std::move(supports)};
 }
 
-bool has_timing(const std::string& base) { return registry().count(base) > 0; }
+bool has_timing(const std::string& base) {
+  return registry().count(base) > 0;
+}
 
 bool isa_mode() {
   return with_runtime([](runtime::Runtime& r) { return r.isa_mode(); });
@@ -237,7 +247,8 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     for_each_tensor((*stack)[stack->size() - nargs + i], [&](const at::Tensor& t) {
       if (!t.defined()) return;
       const bool ok = is_neuron(t) ? t.device() == *device : (t.dim() == 0 || indices);
-      TORCH_CHECK(ok, "Expected all tensors to be on the same device, but found at least two devices, ",
+      TORCH_CHECK(ok,
+                  "Expected all tensors to be on the same device, but found at least two devices, ",
                   *device, " and ", t.device(), "! (in ", name, ")");
     });
     // A CPU scalar written into the tensor (x[idx] = torch.tensor(9.0)) is uploaded first, as
@@ -249,7 +260,8 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     }
   }
   const bool emulate64 = !exact_64bit();
-  OpScope scope(name, c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(nargs)), nargs));
+  OpScope scope(name,
+                c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(nargs)), nargs));
 
   OpInvocation inv;
   inv.name = name;
@@ -338,8 +350,9 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   }
   if (!in_fallback()) OpTracker::get().record_fallback(name, reason);
   OpScope scope(name + " (CPU fallback)",
-                c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(op.schema().arguments().size())),
-                                           op.schema().arguments().size()));
+                c10::ArrayRef<c10::IValue>(
+                    &*(stack->end() - static_cast<int64_t>(op.schema().arguments().size())),
+                    op.schema().arguments().size()));
   ++t_fallback_depth;
   try {
     // Inputs and outputs cross the host link through _copy_from (which charges the DMA);
@@ -361,11 +374,12 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
     for (size_t i = 0; i < args.size(); ++i) {
       if (args[i].type()->str().find("Generator") == std::string::npos) continue;
       c10::IValue& v = (*stack)[stack->size() - args.size() + i];
-      NeuronGenerator* g = get_generator(v.isGenerator() ? std::optional(v.toGenerator()) : std::nullopt,
-                                         current_device());
+      NeuronGenerator* g = get_generator(
+          v.isGenerator() ? std::optional(v.toGenerator()) : std::nullopt, current_device());
       std::lock_guard<std::mutex> lock(g->mutex_);
       const uint64_t offset = g->reserve(1 << 20);  // a fresh, disjoint stream per call
-      v = at::make_generator<at::CPUGeneratorImpl>(g->current_seed() ^ (offset * 0x9E3779B97F4A7C15ull));
+      v = at::make_generator<at::CPUGeneratorImpl>(g->current_seed() ^
+                                                   (offset * 0x9E3779B97F4A7C15ull));
     }
     at::native::cpu_fallback(op, stack);
   } catch (...) {

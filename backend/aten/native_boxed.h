@@ -18,8 +18,8 @@ namespace neuronsim::backend {
 struct OpInvocation {
   std::string name;  // "aten::add"
   const c10::FunctionSchema* schema = nullptr;
-  std::vector<c10::IValue> args;     // original arguments (device tensors)
-  std::vector<at::Tensor> outputs;   // device outputs (returns, flattened)
+  std::vector<c10::IValue> args;    // original arguments (device tensors)
+  std::vector<at::Tensor> outputs;  // device outputs (returns, flattened)
   c10::Device device{c10::DeviceType::PrivateUse1, 0};
 
   /// The i-th argument as a tensor (undefined if it is not one).

@@ -36,15 +36,17 @@ bool takes_generator(const c10::FunctionSchema& s) {
 
 }  // namespace
 
-std::string timing_key_of(const std::string& name) { return timing_key(name); }
+std::string timing_key_of(const std::string& name) {
+  return timing_key(name);
+}
 
 void register_native_ops() {
   static std::unique_ptr<torch::Library> lib;
   if (lib) return;
   register_elementwise_timings();
   register_library_timings();
-  lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1,
-                                         __FILE__, __LINE__);
+  lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
+                                         c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   auto& d = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : d.getAllOpNamesForDispatchKey(c10::DispatchKey::CPU)) {
     if (name.name.rfind("aten::", 0) != 0) continue;

@@ -10,7 +10,8 @@ namespace {
 
 nlohmann::json describe_tensor(const at::Tensor& t) {
   if (!t.defined()) return nullptr;
-  return nlohmann::json{{"shape", t.sizes().vec()}, {"dtype", std::string(c10::toString(t.scalar_type()))},
+  return nlohmann::json{{"shape", t.sizes().vec()},
+                        {"dtype", std::string(c10::toString(t.scalar_type()))},
                         {"device", t.device().str()}};
 }
 
@@ -31,14 +32,18 @@ OpScope::OpScope(const std::string& name, c10::ArrayRef<c10::IValue> args) {
   if (!TraceSession::active()) return;
   nlohmann::json inputs = nlohmann::json::array();
   for (const auto& v : args) {
-    if (v.isTensor()) inputs.push_back(describe_tensor(v.toTensor()));
+    if (v.isTensor())
+      inputs.push_back(describe_tensor(v.toTensor()));
     else if (v.isTensorList()) {
       nlohmann::json l = nlohmann::json::array();
       for (const at::Tensor& t : v.toTensorList()) l.push_back(describe_tensor(t));
       inputs.push_back(l);
-    } else if (v.isScalar()) inputs.push_back(v.toScalar().toDouble());
-    else if (v.isIntList()) inputs.push_back(v.toIntVector());
-    else inputs.push_back(nullptr);
+    } else if (v.isScalar())
+      inputs.push_back(v.toScalar().toDouble());
+    else if (v.isIntList())
+      inputs.push_back(v.toIntVector());
+    else
+      inputs.push_back(nullptr);
   }
   begin(active_, name, std::move(inputs));
 }

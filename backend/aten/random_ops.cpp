@@ -94,15 +94,24 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
 
 int64_t default_to(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kBool: return 2;
-    case at::kByte: return 256;
-    case at::kChar: return 128;
-    case at::kShort: return 1 << 15;
-    case at::kInt: return std::numeric_limits<int32_t>::max();
-    case at::kLong: return std::numeric_limits<int32_t>::max();  // 32-bit on the device
-    case at::kHalf: return (1 << 11) + 1;
-    case at::kBFloat16: return (1 << 8) + 1;
-    default: return (1 << 24) + 1;
+    case at::kBool:
+      return 2;
+    case at::kByte:
+      return 256;
+    case at::kChar:
+      return 128;
+    case at::kShort:
+      return 1 << 15;
+    case at::kInt:
+      return std::numeric_limits<int32_t>::max();
+    case at::kLong:
+      return std::numeric_limits<int32_t>::max();  // 32-bit on the device
+    case at::kHalf:
+      return (1 << 11) + 1;
+    case at::kBFloat16:
+      return (1 << 8) + 1;
+    default:
+      return (1 << 24) + 1;
   }
 }
 
@@ -124,7 +133,8 @@ at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> t
   auto* p = v.data_ptr<int64_t>();
   const uint64_t range = static_cast<uint64_t>(hi - from);
   for (int64_t i = 0; i < self.numel(); ++i) {
-    p[i] = from + static_cast<int64_t>(philox::bits(s.seed, s.offset, static_cast<uint64_t>(i)) % range);
+    p[i] = from +
+           static_cast<int64_t>(philox::bits(s.seed, s.offset, static_cast<uint64_t>(i)) % range);
   }
   cpu_view(self).copy_(v.view(self.sizes()));
   run("aten::random_", self, s);
@@ -153,7 +163,8 @@ at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Genera
   return self;
 }
 
-at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p, std::optional<at::Generator> gen) {
+at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
+                             std::optional<at::Generator> gen) {
   if (self.numel() == 0) return self;
   kernels::RandomSpec s;
   const Stream st = reserve(gen, self);
@@ -178,7 +189,8 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   }
   TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
   at::Tensor out = at::empty_like(input, at::MemoryFormat::Contiguous);
-  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool), at::MemoryFormat::Contiguous);
+  at::Tensor mask =
+      at::empty_like(input, input.options().dtype(at::kBool), at::MemoryFormat::Contiguous);
   if (input.numel() == 0) return {out, mask};
   const double keep = 1.0 - p;
   kernels::RandomSpec s;

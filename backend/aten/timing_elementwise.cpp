@@ -38,9 +38,7 @@ class Operands {
   float num(const std::string& name, double fallback) const {
     return static_cast<float>(inv_.scalar(name, fallback));
   }
-  bool has(const std::string& name) const {
-    return inv_.has_arg(name) && !inv_.arg(name).isNone();
-  }
+  bool has(const std::string& name) const { return inv_.has_arg(name) && !inv_.arg(name).isNone(); }
   std::string str(const std::string& name) const {
     return has(name) && inv_.arg(name).isString() ? inv_.arg(name).toStringRef() : std::string();
   }
@@ -54,24 +52,30 @@ class Operands {
 using ExprFn = std::function<Arg(Operands&, kernels::Expr&)>;
 
 void reg(const std::string& name, ExprFn fn, SupportCheck supports = nullptr) {
-  register_timing(name, [fn, name](const OpInvocation& inv) {
-    Operands ops(inv);
-    kernels::Expr e;
-    fn(ops, e);
-    const at::Tensor& out = inv.outputs.at(0);
-    e.integer = ops.integer_inputs && c10::isIntegralType(out.scalar_type(), true);
-    auto& r = runtime::Runtime::instance();
-    return std::vector<device::Program>{kernels::build_elementwise(
-        name, ops.inputs, describe(out), e, r.device().params().core)};
-  }, std::move(supports));
+  register_timing(
+      name,
+      [fn, name](const OpInvocation& inv) {
+        Operands ops(inv);
+        kernels::Expr e;
+        fn(ops, e);
+        const at::Tensor& out = inv.outputs.at(0);
+        e.integer = ops.integer_inputs && c10::isIntegralType(out.scalar_type(), true);
+        auto& r = runtime::Runtime::instance();
+        return std::vector<device::Program>{kernels::build_elementwise(
+            name, ops.inputs, describe(out), e, r.device().params().core)};
+      },
+      std::move(supports));
 }
 
 void unary_act(const std::string& name, ActFunc f, float scale = 1.0f, float bias = 0.0f) {
-  reg(name, [f, scale, bias](Operands& o, kernels::Expr& e) { return e.act(f, o.get("self"), scale, bias); });
+  reg(name, [f, scale, bias](Operands& o, kernels::Expr& e) {
+    return e.act(f, o.get("self"), scale, bias);
+  });
 }
 
 void binary_alu(const std::string& name, AluOp op) {
-  reg(name, [op](Operands& o, kernels::Expr& e) { return e.alu(op, o.get("self"), o.get("other")); });
+  reg(name,
+      [op](Operands& o, kernels::Expr& e) { return e.alu(op, o.get("self"), o.get("other")); });
 }
 
 }  // namespace
@@ -97,24 +101,36 @@ void register_elementwise_timings() {
     return e.alu(AluOp::kSubtract, e.act(ActFunc::kExp, o.get("self")), Arg::constant(1));
   });
   reg("aten::log2", [](Operands& o, kernels::Expr& e) {
-    return e.alu(AluOp::kMultiply, e.act(ActFunc::kLog, o.get("self")), Arg::constant(1.4426950408889634f));
+    return e.alu(AluOp::kMultiply, e.act(ActFunc::kLog, o.get("self")),
+                 Arg::constant(1.4426950408889634f));
   });
   reg("aten::gelu", [](Operands& o, kernels::Expr& e) {
-    return e.act(o.str("approximate") == "tanh" ? ActFunc::kGeluTanh : ActFunc::kGelu, o.get("self"));
+    return e.act(o.str("approximate") == "tanh" ? ActFunc::kGeluTanh : ActFunc::kGelu,
+                 o.get("self"));
   });
   reg("aten::softplus", [](Operands& o, kernels::Expr& e) {
     // softplus(x) = log1p(exp(beta x)) / beta, linear above threshold.
     const float beta = o.num("beta", 1.0), threshold = o.num("threshold", 20.0);
     const Arg x = o.get("self");
-    const Arg sp = e.alu(AluOp::kMultiply, e.act(ActFunc::kSoftplus, x, beta), Arg::constant(1.0f / beta));
-    const Arg big = e.alu(AluOp::kIsGt, e.alu(AluOp::kMultiply, x, Arg::constant(beta)), Arg::constant(threshold));
+    const Arg sp =
+        e.alu(AluOp::kMultiply, e.act(ActFunc::kSoftplus, x, beta), Arg::constant(1.0f / beta));
+    const Arg big = e.alu(AluOp::kIsGt, e.alu(AluOp::kMultiply, x, Arg::constant(beta)),
+                          Arg::constant(threshold));
     return e.select(big, x, sp);
   });
   // Unary ALU ops on VectorE (exact for integers too).
-  reg("aten::abs", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kAbsMax, o.get("self"), Arg::constant(0)); });
-  reg("aten::neg", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kMultiply, o.get("self"), Arg::constant(-1)); });
-  reg("aten::relu", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kMax, o.get("self"), Arg::constant(0)); });
-  reg("aten::logical_not", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kIsEqual, o.get("self"), Arg::constant(0)); });
+  reg("aten::abs", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kAbsMax, o.get("self"), Arg::constant(0));
+  });
+  reg("aten::neg", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kMultiply, o.get("self"), Arg::constant(-1));
+  });
+  reg("aten::relu", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kMax, o.get("self"), Arg::constant(0));
+  });
+  reg("aten::logical_not", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kIsEqual, o.get("self"), Arg::constant(0));
+  });
   reg("aten::isnan", [](Operands& o, kernels::Expr& e) {
     const Arg x = o.get("self");
     return e.alu(AluOp::kNotEqual, x, x);
@@ -124,10 +140,12 @@ void register_elementwise_timings() {
                  Arg::constant(std::numeric_limits<float>::infinity()));
   });
   reg("aten::isposinf", [](Operands& o, kernels::Expr& e) {
-    return e.alu(AluOp::kIsEqual, o.get("self"), Arg::constant(std::numeric_limits<float>::infinity()));
+    return e.alu(AluOp::kIsEqual, o.get("self"),
+                 Arg::constant(std::numeric_limits<float>::infinity()));
   });
   reg("aten::isneginf", [](Operands& o, kernels::Expr& e) {
-    return e.alu(AluOp::kIsEqual, o.get("self"), Arg::constant(-std::numeric_limits<float>::infinity()));
+    return e.alu(AluOp::kIsEqual, o.get("self"),
+                 Arg::constant(-std::numeric_limits<float>::infinity()));
   });
   reg("aten::isfinite", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kIsLt, e.alu(AluOp::kAbsMax, o.get("self"), Arg::constant(0)),
@@ -148,19 +166,26 @@ void register_elementwise_timings() {
       return e.alu(up ? AluOp::kAdd : AluOp::kSubtract, t, adjust);
     });
   }
-  reg("aten::round", [](Operands& o, kernels::Expr& e) {
-    // Half to even: floor(x + 0.5), minus one on an exact tie that landed on an odd number.
-    const Arg x = o.get("self");
-    const Arg t = e.alu(AluOp::kAdd, x, Arg::constant(0.5f));
-    const Arg frac = e.alu(AluOp::kMod, t, Arg::constant(1));
-    const Arg f = e.alu(AluOp::kSubtract, e.alu(AluOp::kSubtract, t, frac),
-                        e.alu(AluOp::kIsLt, frac, Arg::constant(0)));
-    const Arg tie = e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsEqual, f, t),
-                          e.alu(AluOp::kNotEqual, e.alu(AluOp::kMod, f, Arg::constant(2)), Arg::constant(0)));
-    const Arg r = e.alu(AluOp::kSubtract, f, tie);
-    const Arg big = e.alu(AluOp::kIsGe, e.alu(AluOp::kAbsMax, x, Arg::constant(0)), Arg::constant(8388608.0f));
-    return e.select(big, x, r);
-  }, [](const OpInvocation& inv) { return !inv.has_arg("decimals") || inv.scalar("decimals", 0) == 0; });
+  reg(
+      "aten::round",
+      [](Operands& o, kernels::Expr& e) {
+        // Half to even: floor(x + 0.5), minus one on an exact tie that landed on an odd number.
+        const Arg x = o.get("self");
+        const Arg t = e.alu(AluOp::kAdd, x, Arg::constant(0.5f));
+        const Arg frac = e.alu(AluOp::kMod, t, Arg::constant(1));
+        const Arg f = e.alu(AluOp::kSubtract, e.alu(AluOp::kSubtract, t, frac),
+                            e.alu(AluOp::kIsLt, frac, Arg::constant(0)));
+        const Arg tie = e.alu(
+            AluOp::kLogicalAnd, e.alu(AluOp::kIsEqual, f, t),
+            e.alu(AluOp::kNotEqual, e.alu(AluOp::kMod, f, Arg::constant(2)), Arg::constant(0)));
+        const Arg r = e.alu(AluOp::kSubtract, f, tie);
+        const Arg big = e.alu(AluOp::kIsGe, e.alu(AluOp::kAbsMax, x, Arg::constant(0)),
+                              Arg::constant(8388608.0f));
+        return e.select(big, x, r);
+      },
+      [](const OpInvocation& inv) {
+        return !inv.has_arg("decimals") || inv.scalar("decimals", 0) == 0;
+      });
   reg("aten::bitwise_not", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kBitwiseXor, o.get("self"), Arg::constant(-1));
   });
@@ -192,7 +217,8 @@ void register_elementwise_timings() {
     const Arg r = e.alu(AluOp::kMod, a, b);
     const Arg differ = e.alu(AluOp::kLogicalXor, e.alu(AluOp::kIsLt, r, Arg::constant(0)),
                              e.alu(AluOp::kIsLt, b, Arg::constant(0)));
-    const Arg adjust = e.alu(AluOp::kLogicalAnd, differ, e.alu(AluOp::kNotEqual, r, Arg::constant(0)));
+    const Arg adjust =
+        e.alu(AluOp::kLogicalAnd, differ, e.alu(AluOp::kNotEqual, r, Arg::constant(0)));
     return e.alu(AluOp::kAdd, r, e.alu(AluOp::kMultiply, adjust, b));
   });
   binary_alu("aten::eq", AluOp::kIsEqual);
@@ -217,10 +243,15 @@ void register_elementwise_timings() {
     if (x.kind == Arg::kInput) x = e.alu(AluOp::kBypass, x, Arg::constant(0));
     return x;
   });
-  reg("aten::clamp_min", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kMax, o.get("self"), o.get("min")); });
-  reg("aten::clamp_max", [](Operands& o, kernels::Expr& e) { return e.alu(AluOp::kMin, o.get("self"), o.get("max")); });
+  reg("aten::clamp_min", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kMax, o.get("self"), o.get("min"));
+  });
+  reg("aten::clamp_max", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kMin, o.get("self"), o.get("max"));
+  });
   reg("aten::hardtanh", [](Operands& o, kernels::Expr& e) {
-    return e.alu(AluOp::kMin, e.alu(AluOp::kMax, o.get("self"), o.get("min_val")), o.get("max_val"));
+    return e.alu(AluOp::kMin, e.alu(AluOp::kMax, o.get("self"), o.get("min_val")),
+                 o.get("max_val"));
   });
   reg("aten::leaky_relu", [](Operands& o, kernels::Expr& e) {
     const Arg x = o.get("self");
@@ -240,7 +271,8 @@ void register_elementwise_timings() {
   });
   reg("aten::lerp", [](Operands& o, kernels::Expr& e) {
     const Arg a = o.get("self"), b = o.get("end");
-    return e.alu(AluOp::kAdd, a, e.alu(AluOp::kMultiply, o.get("weight"), e.alu(AluOp::kSubtract, b, a)));
+    return e.alu(AluOp::kAdd, a,
+                 e.alu(AluOp::kMultiply, o.get("weight"), e.alu(AluOp::kSubtract, b, a)));
   });
   reg("aten::addcmul", [](Operands& o, kernels::Expr& e) {
     const Arg t = e.alu(AluOp::kMultiply, o.get("tensor1"), o.get("tensor2"));
@@ -258,16 +290,25 @@ void register_elementwise_timings() {
   });
   reg("aten::gelu_backward", [](Operands& o, kernels::Expr& e) {
     const Arg g = o.get("grad_output"), x = o.get("self");
-    if (o.str("approximate") != "tanh") return e.alu(AluOp::kMultiply, g, e.act(ActFunc::kGeluDx, x));
+    if (o.str("approximate") != "tanh")
+      return e.alu(AluOp::kMultiply, g, e.act(ActFunc::kGeluDx, x));
     // d/dx 0.5 x (1 + tanh(k (x + c x^3))) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
     const float k = 0.7978845608028654f, c = 0.044715f;
     const Arg x2 = e.alu(AluOp::kMultiply, x, x);
-    const Arg inner = e.alu(AluOp::kMultiply, e.alu(AluOp::kAdd, e.alu(AluOp::kMultiply, x2, Arg::constant(c)), Arg::constant(1)), x);
+    const Arg inner = e.alu(
+        AluOp::kMultiply,
+        e.alu(AluOp::kAdd, e.alu(AluOp::kMultiply, x2, Arg::constant(c)), Arg::constant(1)), x);
     const Arg t = e.act(ActFunc::kTanh, inner, k);
-    const Arg left = e.alu(AluOp::kMultiply, e.alu(AluOp::kAdd, t, Arg::constant(1)), Arg::constant(0.5f));
-    const Arg one_minus_t2 = e.alu(AluOp::kSubtract, Arg::constant(1), e.alu(AluOp::kMultiply, t, t));
-    const Arg dinner = e.alu(AluOp::kAdd, e.alu(AluOp::kMultiply, x2, Arg::constant(3 * c * k)), Arg::constant(k));
-    const Arg right = e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, x, Arg::constant(0.5f)), one_minus_t2), dinner);
+    const Arg left =
+        e.alu(AluOp::kMultiply, e.alu(AluOp::kAdd, t, Arg::constant(1)), Arg::constant(0.5f));
+    const Arg one_minus_t2 =
+        e.alu(AluOp::kSubtract, Arg::constant(1), e.alu(AluOp::kMultiply, t, t));
+    const Arg dinner =
+        e.alu(AluOp::kAdd, e.alu(AluOp::kMultiply, x2, Arg::constant(3 * c * k)), Arg::constant(k));
+    const Arg right = e.alu(
+        AluOp::kMultiply,
+        e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, x, Arg::constant(0.5f)), one_minus_t2),
+        dinner);
     return e.alu(AluOp::kMultiply, g, e.alu(AluOp::kAdd, left, right));
   });
   reg("aten::silu_backward", [](Operands& o, kernels::Expr& e) {
@@ -295,7 +336,8 @@ void register_elementwise_timings() {
     return e.select(inside, o.get("grad_output"), Arg::constant(0));
   });
   reg("aten::native_dropout_backward", [](Operands& o, kernels::Expr& e) {
-    return e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, o.get("grad_output"), o.get("mask")), o.get("scale"));
+    return e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, o.get("grad_output"), o.get("mask")),
+                 o.get("scale"));
   });
 
   // Fills.

@@ -19,7 +19,9 @@ namespace {
 using device::Program;
 using Programs = std::vector<Program>;
 
-const device::CoreParams& core() { return runtime::Runtime::instance().device().params().core; }
+const device::CoreParams& core() {
+  return runtime::Runtime::instance().device().params().core;
+}
 
 std::vector<int64_t> dims_arg(const OpInvocation& inv, const std::string& name, int64_t ndim) {
   std::vector<int64_t> out;
@@ -27,8 +29,10 @@ std::vector<int64_t> dims_arg(const OpInvocation& inv, const std::string& name, 
   const c10::IValue& v = inv.arg(name);
   // A 0-d tensor's only dim (0 or -1) is the whole tensor: reduce everything.
   if (v.isNone() || ndim == 0) return out;
-  if (v.isInt()) out.push_back(v.toInt());
-  else if (v.isIntList()) out = v.toIntVector();
+  if (v.isInt())
+    out.push_back(v.toInt());
+  else if (v.isIntList())
+    out = v.toIntVector();
   for (auto& d : out) d = d < 0 ? d + ndim : d;
   return out;
 }
@@ -55,7 +59,9 @@ std::vector<int64_t> to_vec(const at::Tensor& t) {
   return std::vector<int64_t>(c.data_ptr<int64_t>(), c.data_ptr<int64_t>() + c.numel());
 }
 
-at::Tensor on_cpu(const at::Tensor& t) { return t.device().is_privateuseone() ? cpu_view(t) : t; }
+at::Tensor on_cpu(const at::Tensor& t) {
+  return t.device().is_privateuseone() ? cpu_view(t) : t;
+}
 
 void reg(const std::string& name, TimingBuilder fn, SupportCheck supports = nullptr) {
   register_timing(name, std::move(fn), std::move(supports));
@@ -63,7 +69,8 @@ void reg(const std::string& name, TimingBuilder fn, SupportCheck supports = null
 
 bool all_float(const OpInvocation& inv) {
   for (const auto& v : inv.args) {
-    if (v.isTensor() && v.toTensor().defined() && !c10::isFloatingType(v.toTensor().scalar_type())) return false;
+    if (v.isTensor() && v.toTensor().defined() && !c10::isFloatingType(v.toTensor().scalar_type()))
+      return false;
   }
   return true;
 }
@@ -98,7 +105,9 @@ void register_reductions() {
       const at::Tensor in = inv.tensor(0);
       kernels::ReduceSpec s;
       s.op = op;
-      if (mean) s.scale = 1.0f / static_cast<float>(std::max<int64_t>(1, reduced_count(in, dims_arg(inv, "dim", in.dim()))));
+      if (mean)
+        s.scale = 1.0f / static_cast<float>(std::max<int64_t>(
+                             1, reduced_count(in, dims_arg(inv, "dim", in.dim()))));
       return reduce_program(inv, in, inv.outputs.at(0), s);
     };
   };
@@ -109,61 +118,75 @@ void register_reductions() {
   reg("aten::prod", simple(device::ReduceOp::kMultiply, false), reduce_supported);
   for (const char* n : {"aten::max", "aten::min"}) {
     const auto op = std::string(n) == "aten::max" ? device::ReduceOp::kMax : device::ReduceOp::kMin;
-    reg(n, [op](const OpInvocation& inv) {
-      const at::Tensor in = inv.tensor(0);
-      kernels::ReduceSpec s;
-      s.op = op;
-      Programs p = reduce_program(inv, in, inv.outputs.at(0), s);
-      if (inv.outputs.size() > 1 && inv.outputs[1].defined()) {  // max.dim: values and indices
-        s.arg = true;
-        auto more = reduce_program(inv, in, inv.outputs[1], s);
-        p.insert(p.end(), more.begin(), more.end());
-      }
-      return p;
-    }, reduce_supported);
+    reg(
+        n,
+        [op](const OpInvocation& inv) {
+          const at::Tensor in = inv.tensor(0);
+          kernels::ReduceSpec s;
+          s.op = op;
+          Programs p = reduce_program(inv, in, inv.outputs.at(0), s);
+          if (inv.outputs.size() > 1 && inv.outputs[1].defined()) {  // max.dim: values and indices
+            s.arg = true;
+            auto more = reduce_program(inv, in, inv.outputs[1], s);
+            p.insert(p.end(), more.begin(), more.end());
+          }
+          return p;
+        },
+        reduce_supported);
   }
   for (const char* n : {"aten::argmax", "aten::argmin"}) {
-    const auto op = std::string(n) == "aten::argmax" ? device::ReduceOp::kMax : device::ReduceOp::kMin;
-    reg(n, [op](const OpInvocation& inv) {
-      kernels::ReduceSpec s;
-      s.op = op;
-      s.arg = true;
-      return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
-    }, reduce_supported);
+    const auto op =
+        std::string(n) == "aten::argmax" ? device::ReduceOp::kMax : device::ReduceOp::kMin;
+    reg(
+        n,
+        [op](const OpInvocation& inv) {
+          kernels::ReduceSpec s;
+          s.op = op;
+          s.arg = true;
+          return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
+        },
+        reduce_supported);
   }
   for (const char* n : {"aten::any", "aten::all"}) {
     const auto op = std::string(n) == "aten::any" ? device::ReduceOp::kMax : device::ReduceOp::kMin;
-    reg(n, [op](const OpInvocation& inv) {
-      kernels::ReduceSpec s;
-      s.op = op;
-      s.nonzero = true;
-      return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
-    }, reduce_supported);
+    reg(
+        n,
+        [op](const OpInvocation& inv) {
+          kernels::ReduceSpec s;
+          s.op = op;
+          s.nonzero = true;
+          return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
+        },
+        reduce_supported);
   }
   for (const char* n : {"aten::var", "aten::std", "aten::var_mean", "aten::std_mean"}) {
     const std::string name = n;
-    reg(n, [name](const OpInvocation& inv) {
-      const at::Tensor in = inv.tensor(0);
-      const int64_t count = reduced_count(in, dims_arg(inv, "dim", in.dim()));
-      double correction = 1.0;
-      if (inv.has_arg("correction") && !inv.arg("correction").isNone()) {
-        correction = inv.arg("correction").toScalar().toDouble();
-      } else if (inv.has_arg("unbiased") && inv.arg("unbiased").isBool()) {
-        correction = inv.arg("unbiased").toBool() ? 1.0 : 0.0;
-      }
-      kernels::ReduceSpec s;
-      s.variance = true;
-      s.sqrt = name.find("std") != std::string::npos;
-      s.scale = 1.0f / static_cast<float>(std::max<double>(1.0, static_cast<double>(count) - correction));
-      Programs p = reduce_program(inv, in, inv.outputs.at(0), s);
-      if (inv.outputs.size() > 1) {
-        kernels::ReduceSpec m;
-        m.scale = 1.0f / static_cast<float>(std::max<int64_t>(1, count));
-        auto more = reduce_program(inv, in, inv.outputs[1], m);
-        p.insert(p.end(), more.begin(), more.end());
-      }
-      return p;
-    }, reduce_supported);
+    reg(
+        n,
+        [name](const OpInvocation& inv) {
+          const at::Tensor in = inv.tensor(0);
+          const int64_t count = reduced_count(in, dims_arg(inv, "dim", in.dim()));
+          double correction = 1.0;
+          if (inv.has_arg("correction") && !inv.arg("correction").isNone()) {
+            correction = inv.arg("correction").toScalar().toDouble();
+          } else if (inv.has_arg("unbiased") && inv.arg("unbiased").isBool()) {
+            correction = inv.arg("unbiased").toBool() ? 1.0 : 0.0;
+          }
+          kernels::ReduceSpec s;
+          s.variance = true;
+          s.sqrt = name.find("std") != std::string::npos;
+          s.scale = 1.0f / static_cast<float>(
+                               std::max<double>(1.0, static_cast<double>(count) - correction));
+          Programs p = reduce_program(inv, in, inv.outputs.at(0), s);
+          if (inv.outputs.size() > 1) {
+            kernels::ReduceSpec m;
+            m.scale = 1.0f / static_cast<float>(std::max<int64_t>(1, count));
+            auto more = reduce_program(inv, in, inv.outputs[1], m);
+            p.insert(p.end(), more.begin(), more.end());
+          }
+          return p;
+        },
+        reduce_supported);
   }
 }
 
@@ -195,19 +218,28 @@ void register_matmul() {
     if (out.dim() == 0) c = kernels::TensorDesc{c.address, c.dtype, {1, 1}, {1, 1}};
     std::optional<kernels::TensorDesc> bd;
     if (bias && bias->defined() && beta != 0.0f) bd = describe(*bias);
-    return Programs{kernels::build_matmul(inv.name, as_matrix(a, false), as_matrix(b, true), c, bd, spec, core())};
+    return Programs{kernels::build_matmul(inv.name, as_matrix(a, false), as_matrix(b, true), c, bd,
+                                          spec, core())};
   };
   // TensorE multiplies floating-point data only; integer matmuls take the CPU fallback.
   for (const char* n : {"aten::mm", "aten::bmm", "aten::mv", "aten::dot"}) {
-    reg(n, [build](const OpInvocation& inv) { return build(inv, inv.tensor(0), inv.tensor(1), nullptr, 1, 0); },
+    reg(
+        n,
+        [build](const OpInvocation& inv) {
+          return build(inv, inv.tensor(0), inv.tensor(1), nullptr, 1, 0);
+        },
         all_float);
   }
   for (const char* n : {"aten::addmm", "aten::baddbmm", "aten::addmv"}) {
-    reg(n, [build](const OpInvocation& inv) {
-      const at::Tensor bias = inv.tensor(0);
-      return build(inv, inv.tensor(1), inv.tensor(2), &bias, static_cast<float>(inv.scalar("alpha", 1)),
-                   static_cast<float>(inv.scalar("beta", 1)));
-    }, all_float);
+    reg(
+        n,
+        [build](const OpInvocation& inv) {
+          const at::Tensor bias = inv.tensor(0);
+          return build(inv, inv.tensor(1), inv.tensor(2), &bias,
+                       static_cast<float>(inv.scalar("alpha", 1)),
+                       static_cast<float>(inv.scalar("beta", 1)));
+        },
+        all_float);
   }
 }
 
@@ -223,8 +255,9 @@ void register_normalizations() {
   for (const char* n : {"aten::_softmax_backward_data", "aten::_log_softmax_backward_data"}) {
     const bool log = std::string(n) == "aten::_log_softmax_backward_data";
     reg(n, [log](const OpInvocation& inv) {
-      return Programs{kernels::build_softmax_backward(inv.name, describe(inv.tensor(0)), describe(inv.tensor(1)),
-                                                      describe(inv.outputs.at(0)), inv.arg("dim").toInt(), log, core())};
+      return Programs{kernels::build_softmax_backward(
+          inv.name, describe(inv.tensor(0)), describe(inv.tensor(1)), describe(inv.outputs.at(0)),
+          inv.arg("dim").toInt(), log, core())};
     });
   }
   reg("aten::native_layer_norm", [](const OpInvocation& inv) {
@@ -243,33 +276,40 @@ void register_normalizations() {
     io.eps = static_cast<float>(inv.scalar("eps", 1e-5));
     return Programs{kernels::build_layer_norm(inv.name, io, core())};
   });
-  reg("aten::native_layer_norm_backward", [](const OpInvocation& inv) {
-    kernels::LayerNormBackwardIo io;
-    io.grad_out = describe(inv.arg("grad_out").toTensor());
-    io.in = describe(inv.arg("input").toTensor());
-    io.mean = describe(inv.arg("mean").toTensor());
-    io.rstd = describe(inv.arg("rstd").toTensor());
-    io.normalized_dims = static_cast<int64_t>(inv.arg("normalized_shape").toIntVector().size());
-    if (inv.arg("weight").isTensor() && inv.arg("weight").toTensor().defined()) {
-      io.weight = describe(inv.arg("weight").toTensor());
-    }
-    if (inv.outputs.size() > 0 && inv.outputs[0].defined()) io.grad_in = describe(inv.outputs[0]);
-    if (inv.outputs.size() > 1 && inv.outputs[1].defined()) io.grad_weight = describe(inv.outputs[1]);
-    if (inv.outputs.size() > 2 && inv.outputs[2].defined()) io.grad_bias = describe(inv.outputs[2]);
-    return Programs{kernels::build_layer_norm_backward(inv.name, io, core())};
-  }, [](const OpInvocation& inv) {
-    // One pass per row: the normalized size must fit SBUF and eight PSUM-bank column sums.
-    int64_t d = 1;
-    for (int64_t s : inv.arg("normalized_shape").toIntVector()) d *= s;
-    return d <= 4096;
-  });
+  reg(
+      "aten::native_layer_norm_backward",
+      [](const OpInvocation& inv) {
+        kernels::LayerNormBackwardIo io;
+        io.grad_out = describe(inv.arg("grad_out").toTensor());
+        io.in = describe(inv.arg("input").toTensor());
+        io.mean = describe(inv.arg("mean").toTensor());
+        io.rstd = describe(inv.arg("rstd").toTensor());
+        io.normalized_dims = static_cast<int64_t>(inv.arg("normalized_shape").toIntVector().size());
+        if (inv.arg("weight").isTensor() && inv.arg("weight").toTensor().defined()) {
+          io.weight = describe(inv.arg("weight").toTensor());
+        }
+        if (inv.outputs.size() > 0 && inv.outputs[0].defined())
+          io.grad_in = describe(inv.outputs[0]);
+        if (inv.outputs.size() > 1 && inv.outputs[1].defined())
+          io.grad_weight = describe(inv.outputs[1]);
+        if (inv.outputs.size() > 2 && inv.outputs[2].defined())
+          io.grad_bias = describe(inv.outputs[2]);
+        return Programs{kernels::build_layer_norm_backward(inv.name, io, core())};
+      },
+      [](const OpInvocation& inv) {
+        // One pass per row: the normalized size must fit SBUF and eight PSUM-bank column sums.
+        int64_t d = 1;
+        for (int64_t s : inv.arg("normalized_shape").toIntVector()) d *= s;
+        return d <= 4096;
+      });
 }
 
 Programs indexed(const OpInvocation& inv, const at::Tensor& src, const at::Tensor& src_pos,
                  const at::Tensor& dst, const at::Tensor& dst_pos, bool accumulate,
                  const at::Tensor* clone_from = nullptr) {
   Programs p;
-  if (clone_from) p.push_back(kernels::build_copy(inv.name, describe(*clone_from), describe(dst), core()));
+  if (clone_from)
+    p.push_back(kernels::build_copy(inv.name, describe(*clone_from), describe(dst), core()));
   p.push_back(kernels::build_indexed_copy(inv.name, describe(src), to_vec(src_pos), describe(dst),
                                           to_vec(dst_pos), accumulate, core()));
   return p;
@@ -287,13 +327,16 @@ void register_indexing() {
     const at::Tensor self = inv.tensor(0), out = inv.outputs.at(0);
     const int64_t dim = inv.arg("dim").toInt();
     const at::Tensor idx = on_cpu(inv.arg("index").toTensor());
-    return indexed(inv, self, positions(self).index_select(dim < 0 ? dim + std::max<int64_t>(1, self.dim()) : dim, idx.to(at::kLong)),
+    return indexed(inv, self,
+                   positions(self).index_select(
+                       dim < 0 ? dim + std::max<int64_t>(1, self.dim()) : dim, idx.to(at::kLong)),
                    out, positions(out), false);
   });
   reg("aten::gather", [](const OpInvocation& inv) {
     const at::Tensor self = inv.tensor(0), out = inv.outputs.at(0);
     const at::Tensor idx = on_cpu(inv.arg("index").toTensor());
-    return indexed(inv, self, positions(self).gather(inv.arg("dim").toInt(), idx), out, positions(out), false);
+    return indexed(inv, self, positions(self).gather(inv.arg("dim").toInt(), idx), out,
+                   positions(out), false);
   });
   for (const char* n : {"aten::scatter", "aten::scatter_add"}) {
     const bool acc = std::string(n) == "aten::scatter_add";
@@ -307,7 +350,8 @@ void register_indexing() {
           p.push_back(kernels::build_copy(inv.name, describe(*from), describe(out), core()));
         }
         p.push_back(kernels::build_indexed_fill(inv.name, describe(out), to_vec(dst_pos),
-                                                static_cast<float>(inv.scalar("value", 0)), core()));
+                                                static_cast<float>(inv.scalar("value", 0)),
+                                                core()));
         return p;
       }
       const at::Tensor src = inv.arg("src").toTensor();
@@ -321,23 +365,26 @@ void register_indexing() {
     const at::Tensor self = inv.tensor(0), out = inv.outputs.at(0);
     c10::List<std::optional<at::Tensor>> idx;
     for (const auto& e : inv.arg("indices").toListRef()) {
-      idx.push_back(e.isTensor() && e.toTensor().defined() ? std::optional<at::Tensor>(on_cpu(e.toTensor()))
-                                                            : std::nullopt);
+      idx.push_back(e.isTensor() && e.toTensor().defined()
+                        ? std::optional<at::Tensor>(on_cpu(e.toTensor()))
+                        : std::nullopt);
     }
     return indexed(inv, self, at::index(positions(self), idx), out, positions(out), false);
   });
-  for (const char* n : {"aten::index_put", "aten::_index_put_impl"}) reg(n, [](const OpInvocation& inv) {
-    const at::Tensor out = inv.outputs.at(0), values = inv.arg("values").toTensor();
-    c10::List<std::optional<at::Tensor>> idx;
-    for (const auto& e : inv.arg("indices").toListRef()) {
-      idx.push_back(e.isTensor() && e.toTensor().defined() ? std::optional<at::Tensor>(on_cpu(e.toTensor()))
-                                                            : std::nullopt);
-    }
-    const at::Tensor dst_pos = at::index(positions(out), idx);
-    const at::Tensor src_pos = positions(values).expand(dst_pos.sizes());
-    const bool acc = inv.has_arg("accumulate") && inv.arg("accumulate").toBool();
-    return indexed(inv, values, src_pos, out, dst_pos, acc, clone_source(inv));
-  });
+  for (const char* n : {"aten::index_put", "aten::_index_put_impl"})
+    reg(n, [](const OpInvocation& inv) {
+      const at::Tensor out = inv.outputs.at(0), values = inv.arg("values").toTensor();
+      c10::List<std::optional<at::Tensor>> idx;
+      for (const auto& e : inv.arg("indices").toListRef()) {
+        idx.push_back(e.isTensor() && e.toTensor().defined()
+                          ? std::optional<at::Tensor>(on_cpu(e.toTensor()))
+                          : std::nullopt);
+      }
+      const at::Tensor dst_pos = at::index(positions(out), idx);
+      const at::Tensor src_pos = positions(values).expand(dst_pos.sizes());
+      const bool acc = inv.has_arg("accumulate") && inv.arg("accumulate").toBool();
+      return indexed(inv, values, src_pos, out, dst_pos, acc, clone_source(inv));
+    });
 
   for (const char* n : {"aten::index_copy", "aten::index_add"}) {
     const bool acc = std::string(n) == "aten::index_add";
@@ -346,7 +393,8 @@ void register_indexing() {
       const int64_t dim = inv.arg("dim").toInt();
       const at::Tensor idx = on_cpu(inv.arg("index").toTensor()).to(at::kLong);
       return indexed(inv, source, positions(source), out,
-                     positions(out).index_select(dim < 0 ? dim + out.dim() : dim, idx), acc, clone_source(inv));
+                     positions(out).index_select(dim < 0 ? dim + out.dim() : dim, idx), acc,
+                     clone_source(inv));
     });
   }
   reg("aten::embedding_dense_backward", [](const OpInvocation& inv) {
@@ -360,7 +408,8 @@ void register_indexing() {
     const at::Tensor dst = (ids.masked_select(keep).view({-1, 1}) * d + cols).reshape({-1});
     Programs p{kernels::build_fill(inv.name, describe(out), 0.0f, core())};
     const at::Tensor g2 = g.reshape({-1, d});
-    p.push_back(kernels::build_indexed_copy(inv.name, describe(g2), to_vec(src), describe(out), to_vec(dst), true, core()));
+    p.push_back(kernels::build_indexed_copy(inv.name, describe(g2), to_vec(src), describe(out),
+                                            to_vec(dst), true, core()));
     return p;
   });
   reg("aten::cat", [](const OpInvocation& inv) {
@@ -378,17 +427,22 @@ void register_indexing() {
   });
   for (const char* n : {"aten::tril", "aten::triu"}) {
     const bool lower = std::string(n) == "aten::tril";
-    reg(n, [lower](const OpInvocation& inv) {
-      return Programs{kernels::build_triangle(inv.name, describe(inv.tensor(0)), describe(inv.outputs.at(0)),
-                                              inv.arg("diagonal").toInt(), lower, core())};
-    }, [](const OpInvocation& inv) { return inv.tensor(0).dim() >= 2; });
+    reg(
+        n,
+        [lower](const OpInvocation& inv) {
+          return Programs{kernels::build_triangle(inv.name, describe(inv.tensor(0)),
+                                                  describe(inv.outputs.at(0)),
+                                                  inv.arg("diagonal").toInt(), lower, core())};
+        },
+        [](const OpInvocation& inv) { return inv.tensor(0).dim() >= 2; });
   }
   reg("aten::arange", [](const OpInvocation& inv) {
-    return Programs{kernels::build_arange(inv.name, describe(inv.outputs.at(0)), inv.scalar("start", 0),
-                                          inv.scalar("step", 1), core())};
+    return Programs{kernels::build_arange(inv.name, describe(inv.outputs.at(0)),
+                                          inv.scalar("start", 0), inv.scalar("step", 1), core())};
   });
   reg("aten::clone", [](const OpInvocation& inv) {
-    return Programs{kernels::build_copy(inv.name, describe(inv.tensor(0)), describe(inv.outputs.at(0)), core())};
+    return Programs{kernels::build_copy(inv.name, describe(inv.tensor(0)),
+                                        describe(inv.outputs.at(0)), core())};
   });
 }
 
@@ -405,16 +459,19 @@ void register_losses() {
     Programs p;
     // The picked values land in the per-sample output (reduction none) or in total_weight's
     // slot as scratch before the reduction writes the scalar.
-    const at::Tensor picked = out.numel() == rows.numel() && out.numel() > 0 ? out : inv.outputs.at(1);
+    const at::Tensor picked =
+        out.numel() == rows.numel() && out.numel() > 0 ? out : inv.outputs.at(1);
     if (pos.numel() && picked.numel() >= 1) {
       p.push_back(kernels::build_indexed_copy(inv.name, describe(self.reshape({-1})), to_vec(pos),
-                                              describe(picked.reshape({-1})), std::vector<int64_t>(pos.numel(), 0), false, core()));
+                                              describe(picked.reshape({-1})),
+                                              std::vector<int64_t>(pos.numel(), 0), false, core()));
     }
     kernels::ReduceSpec s;
     s.scale = 1.0f / static_cast<float>(std::max<int64_t>(1, pos.numel()));
     if (out.numel() == 1) {
-      p.push_back(kernels::build_reduce(inv.name, describe(self.reshape({-1}).narrow(0, 0, std::max<int64_t>(1, pos.numel()))),
-                                        describe(out.reshape({1})), s, core()));
+      p.push_back(kernels::build_reduce(
+          inv.name, describe(self.reshape({-1}).narrow(0, 0, std::max<int64_t>(1, pos.numel()))),
+          describe(out.reshape({1})), s, core()));
     }
     return p;
   });
@@ -424,12 +481,14 @@ void register_losses() {
     const int64_t ignore = inv.arg("ignore_index").toInt();
     const at::Tensor keep = target != ignore;
     const int64_t c = out.dim() == 1 ? out.numel() : out.size(-1);
-    const at::Tensor pos = at::arange(target.numel(), at::kLong).masked_select(keep) * c + target.masked_select(keep);
+    const at::Tensor pos =
+        at::arange(target.numel(), at::kLong).masked_select(keep) * c + target.masked_select(keep);
     Programs p{kernels::build_fill(inv.name, describe(out), 0.0f, core())};
     const at::Tensor g = inv.arg("grad_output").toTensor().reshape({-1});
     if (pos.numel()) {
-      p.push_back(kernels::build_indexed_copy(inv.name, describe(g), std::vector<int64_t>(pos.numel(), 0),
-                                              describe(out.reshape({-1})), to_vec(pos), false, core()));
+      p.push_back(
+          kernels::build_indexed_copy(inv.name, describe(g), std::vector<int64_t>(pos.numel(), 0),
+                                      describe(out.reshape({-1})), to_vec(pos), false, core()));
     }
     return p;
   });

@@ -33,13 +33,16 @@ void ActivityRecorder::stop() {
   sink_.reset();
 }
 
-void ActivityRecorder::push_correlation(uint64_t id) { t_correlation.push_back(id); }
+void ActivityRecorder::push_correlation(uint64_t id) {
+  t_correlation.push_back(id);
+}
 void ActivityRecorder::pop_correlation() {
   if (!t_correlation.empty()) t_correlation.pop_back();
 }
 
 int32_t ActivityRecorder::resource_of(int32_t device, const std::string& row) {
-  auto [it, added] = resources_.try_emplace({device, row}, static_cast<int32_t>(resources_.size() + 1));
+  auto [it, added] =
+      resources_.try_emplace({device, row}, static_cast<int32_t>(resources_.size() + 1));
   return it->second;
 }
 

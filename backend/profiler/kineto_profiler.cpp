@@ -30,10 +30,11 @@ class NeuronProfilerSession final : public libkineto::IActivityProfilerSession {
   }
   std::vector<std::string> errors() override { return {}; }
   void processTrace(libkineto::ActivityLogger& logger) override {
-    processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, 0, 0);
+    processTrace(
+        logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, 0, 0);
   }
-  void processTrace(libkineto::ActivityLogger& logger,
-                    libkineto::getLinkedActivityCallback linked, int64_t, int64_t) override {
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked,
+                    int64_t, int64_t) override {
     auto acts = ActivityRecorder::get().take();
     int64_t lo = 0, hi = 0;
     for (const auto& a : acts) {

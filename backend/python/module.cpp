@@ -171,12 +171,10 @@ PYBIND11_MODULE(_C, m) {
       return 0;
     });
   });
-  m.def("_host_time_ns", [] {
-    return with_runtime([](runtime::Runtime& r) { return r.host_time().ns(); });
-  });
-  m.def("_device_time_ns", [] {
-    return with_runtime([](runtime::Runtime& r) { return r.device_time().ns(); });
-  });
+  m.def("_host_time_ns",
+        [] { return with_runtime([](runtime::Runtime& r) { return r.host_time().ns(); }); });
+  m.def("_device_time_ns",
+        [] { return with_runtime([](runtime::Runtime& r) { return r.device_time().ns(); }); });
   m.def("_launches", [] { return with_runtime([](runtime::Runtime& r) { return r.launches(); }); });
   m.def("_device_stats_json", [] {
     return with_runtime([](runtime::Runtime& r) { return r.device().stats().to_json().dump(); });

@@ -26,7 +26,9 @@ std::recursive_mutex& runtime_mutex() {
   return m;
 }
 
-bool in_bad_fork() { return g_bad_fork; }
+bool in_bad_fork() {
+  return g_bad_fork;
+}
 
 void rethrow_as_torch_error() {
   try {
@@ -77,11 +79,14 @@ c10::DeviceIndex device_count() {
 void check_device_index(c10::DeviceIndex index) {
   const auto n = device_count();
   TORCH_CHECK(index >= 0 && index < n, "Invalid neuron device index ", static_cast<int>(index),
-              ": ", static_cast<int>(n), " neuron devices are visible (NEURON_RT_VISIBLE_CORES / "
+              ": ", static_cast<int>(n),
+              " neuron devices are visible (NEURON_RT_VISIBLE_CORES / "
               "NEURON_RT_NUM_CORES select them)");
 }
 
-c10::DeviceIndex current_device() { return t_current_device; }
+c10::DeviceIndex current_device() {
+  return t_current_device;
+}
 
 void set_current_device(c10::DeviceIndex index) {
   check_device_index(index);

@@ -30,7 +30,8 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
     const c10::DeviceIndex dev = current_device();
     const c10::Device device(c10::DeviceType::PrivateUse1, dev);
     if (nbytes == 0) return {nullptr, nullptr, &free_device_memory, device};
-    void* p = with_runtime([&](runtime::Runtime& r) { return r.malloc(static_cast<uint32_t>(dev), nbytes); });
+    void* p = with_runtime(
+        [&](runtime::Runtime& r) { return r.malloc(static_cast<uint32_t>(dev), nbytes); });
     return {p, p, &free_device_memory, device};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_device_memory; }
@@ -96,7 +97,9 @@ NeuronDeviceAllocator g_allocator;
 
 }  // namespace
 
-c10::DeviceAllocator* device_allocator() { return &g_allocator; }
+c10::DeviceAllocator* device_allocator() {
+  return &g_allocator;
+}
 
 REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &g_allocator);
 

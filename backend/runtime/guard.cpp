@@ -54,7 +54,8 @@ class NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       pool.push_back(getNewStream(c10::Device(kType, idx), 0).id());
       return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, idx), pool.back());
     }
-    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, idx), pool[next[idx]++ % pool.size()]);
+    return c10::Stream(c10::Stream::UNSAFE, c10::Device(kType, idx),
+                       pool[next[idx]++ % pool.size()]);
   }
   c10::Stream exchangeStream(c10::Stream s) const noexcept override {
     const c10::Stream old = current_stream(s.device_index());
@@ -66,9 +67,8 @@ class NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag) const override {
-    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(),
-                "Event device index ", static_cast<int>(device_index),
-                " does not match recording stream's device index ",
+    TORCH_CHECK(device_index == -1 || device_index == stream.device_index(), "Event device index ",
+                static_cast<int>(device_index), " does not match recording stream's device index ",
                 static_cast<int>(stream.device_index()));
     auto* e = static_cast<runtime::Event*>(*event);
     if (!e) {
@@ -90,7 +90,8 @@ class NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   bool queryEvent(void* event) const override {
     if (!event) return true;
-    return with_runtime([&](runtime::Runtime& r) { return r.query(*static_cast<runtime::Event*>(event)); });
+    return with_runtime(
+        [&](runtime::Runtime& r) { return r.query(*static_cast<runtime::Event*>(event)); });
   }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
     delete static_cast<runtime::Event*>(event);

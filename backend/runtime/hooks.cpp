@@ -61,7 +61,9 @@ class NeuronHooks final : public at::PrivateUse1HooksInterface {
   void init() const override { rt(); }
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return device_count_noexcept() > 0; }
-  bool hasPrimaryContext(c10::DeviceIndex) const override { return runtime::Runtime::initialized(); }
+  bool hasPrimaryContext(c10::DeviceIndex) const override {
+    return runtime::Runtime::initialized();
+  }
   c10::DeviceIndex deviceCount() const override { return device_count_noexcept(); }
   void setCurrentDevice(c10::DeviceIndex d) const override { set_current_device(d); }
   c10::DeviceIndex getCurrentDevice() const override { return current_device(); }
@@ -113,6 +115,8 @@ void register_hooks() {
   std::call_once(once, [] { at::RegisterPrivateUse1HooksInterface(&hooks); });
 }
 
-bool is_pinned_host_pointer(const void* p) { return g_pinned.is_pinned(p); }
+bool is_pinned_host_pointer(const void* p) {
+  return g_pinned.is_pinned(p);
+}
 
 }  // namespace neuronsim::backend

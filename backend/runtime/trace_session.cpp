@@ -14,7 +14,9 @@ std::unique_ptr<TraceSession>& slot() {
 }
 }  // namespace
 
-TraceSession* TraceSession::active() { return slot().get(); }
+TraceSession* TraceSession::active() {
+  return slot().get();
+}
 
 TraceSession::TraceSession(runtime::Runtime& rt, const std::string& path)
     : sink_(std::make_unique<traces::ChromeJsonSink>(path)) {
@@ -37,7 +39,8 @@ void TraceSession::stop(runtime::Runtime& rt, const nlohmann::json& metadata) {
   while (!s.ops_.empty()) s.op_end(rt);
   while (!s.ranges_.empty()) s.range_pop(rt);
   rt.synchronize();
-  for (auto it = metadata.begin(); it != metadata.end(); ++it) s.sink_->metadata(it.key(), it.value());
+  for (auto it = metadata.begin(); it != metadata.end(); ++it)
+    s.sink_->metadata(it.key(), it.value());
   s.sink_->metadata("end_ns", sim::max(rt.host_time(), rt.device_time()).ns());
   s.sink_->metadata("device_time_ns", rt.device_time().ns());
   s.sink_->metadata("host_time_ns", rt.host_time().ns());
@@ -48,7 +51,8 @@ void TraceSession::stop(runtime::Runtime& rt, const nlohmann::json& metadata) {
 
 sim::TrackId TraceSession::core_ops_track(uint32_t core) {
   if (core_ops_[core] == 0) {
-    core_ops_[core] = sink_->add_track({fmt::format("nc{}", core), "Ops", sim::TrackKind::kSlices, -1}) + 1;
+    core_ops_[core] =
+        sink_->add_track({fmt::format("nc{}", core), "Ops", sim::TrackKind::kSlices, -1}) + 1;
   }
   return core_ops_[core] - 1;
 }
@@ -73,7 +77,8 @@ void TraceSession::op_end(runtime::Runtime& rt) {
   for (uint32_t c = 0; c < cores_; ++c) {
     if (!f.has_kernel[c]) continue;
     ++kernels;
-    sink_->slice(core_ops_track(c), f.name, "op", f.per_core[c].first, f.per_core[c].second, f.args);
+    sink_->slice(core_ops_track(c), f.name, "op", f.per_core[c].first, f.per_core[c].second,
+                 f.args);
     // The enclosing op (if any) spans this op's kernels too.
     if (!ops_.empty()) {
       OpFrame& parent = ops_.back();

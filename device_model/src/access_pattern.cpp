@@ -9,9 +9,12 @@ namespace neuronsim::device {
 
 std::string_view mem_space_name(MemSpace s) {
   switch (s) {
-    case MemSpace::kHbm: return "hbm";
-    case MemSpace::kSbuf: return "sbuf";
-    case MemSpace::kPsum: return "psum";
+    case MemSpace::kHbm:
+      return "hbm";
+    case MemSpace::kSbuf:
+      return "sbuf";
+    case MemSpace::kPsum:
+      return "psum";
   }
   return "?";
 }
@@ -19,7 +22,9 @@ std::string_view mem_space_name(MemSpace s) {
 namespace {
 // Never more than kMaxFreeDims, even for an AP the validator has not seen (e.g. an unused operand
 // field): the methods below must not read past `dims`.
-int used_dims(const AccessPattern& ap) { return std::min<int>(ap.ndims, kMaxFreeDims); }
+int used_dims(const AccessPattern& ap) {
+  return std::min<int>(ap.ndims, kMaxFreeDims);
+}
 }  // namespace
 
 uint64_t AccessPattern::free_elements() const {
@@ -57,8 +62,10 @@ AccessPattern::Span AccessPattern::byte_span() const {
   auto extend = [&](int64_t stride, uint32_t size) {
     if (size == 0) return;
     const I128 reach = static_cast<I128>(stride) * (static_cast<I128>(size) - 1);
-    if (reach < 0) lo += reach;
-    else hi += reach;
+    if (reach < 0)
+      lo += reach;
+    else
+      hi += reach;
   };
   for (int k = 0; k < used_dims(*this); ++k) extend(dims[k].stride, dims[k].size);
   if (space == MemSpace::kHbm) extend(partition_stride, partitions);

@@ -10,17 +10,22 @@ namespace {
 
 double engine_frequency(const CoreParams& c, EngineKind k) {
   switch (k) {
-    case EngineKind::kTensor: return c.tensor.frequency_hz;
-    case EngineKind::kVector: return c.vector.frequency_hz;
-    case EngineKind::kScalar: return c.scalar.frequency_hz;
-    case EngineKind::kGpSimd: return c.gpsimd.frequency_hz;
-    case EngineKind::kDma: break;
+    case EngineKind::kTensor:
+      return c.tensor.frequency_hz;
+    case EngineKind::kVector:
+      return c.vector.frequency_hz;
+    case EngineKind::kScalar:
+      return c.scalar.frequency_hz;
+    case EngineKind::kGpSimd:
+      return c.gpsimd.frequency_hz;
+    case EngineKind::kDma:
+      break;
   }
   return 1e9;
 }
 
-bool overlaps(MemSpace space, uint32_t p0, uint32_t p1, int64_t lo, int64_t hi,
-              MemSpace s2, uint32_t q0, uint32_t q1, int64_t lo2, int64_t hi2) {
+bool overlaps(MemSpace space, uint32_t p0, uint32_t p1, int64_t lo, int64_t hi, MemSpace s2,
+              uint32_t q0, uint32_t q1, int64_t lo2, int64_t hi2) {
   return space == s2 && p0 < q1 && q0 < p1 && lo < hi2 && lo2 < hi;
 }
 
@@ -79,7 +84,8 @@ sim::SimTime ComputeEngine::data_ready(const AccessPattern& ap) const {
   const auto span = ap.byte_span();
   const uint32_t p0 = ap.start_partition, p1 = ap.start_partition + ap.partitions;
   for (const Written& w : written_) {
-    if (w.p1 > w.p0 && overlaps(ap.space, p0, p1, span.lo, span.hi, w.space, w.p0, w.p1, w.lo, w.hi)) {
+    if (w.p1 > w.p0 &&
+        overlaps(ap.space, p0, p1, span.lo, span.hi, w.space, w.p0, w.p1, w.lo, w.hi)) {
       t = sim::max(t, w.ready);
     }
   }
@@ -113,8 +119,8 @@ sim::SimTime ComputeEngine::inputs_ready(const Instruction& in) const {
 
 void ComputeEngine::record_write(const AccessPattern& ap, sim::SimTime ready) {
   const auto span = ap.byte_span();
-  written_[written_next_] = {ap.space, ap.start_partition, ap.start_partition + ap.partitions,
-                             span.lo, span.hi, ready};
+  written_[written_next_] = {
+      ap.space, ap.start_partition, ap.start_partition + ap.partitions, span.lo, span.hi, ready};
   written_next_ = (written_next_ + 1) % written_.size();
 }
 
@@ -146,13 +152,15 @@ void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
   if (in.op == Opcode::kMatmul && new_stationary) {
     // The LoadStationary may start once the previous MultiplyMoving has taken the current
     // stationary (double buffer) and the stationary data is visible.
-    const sim::SimTime ls_time = timing ? clock_.to_time(cost.load_stationary_cycles) : sim::SimTime{};
+    const sim::SimTime ls_time =
+        timing ? clock_.to_time(cost.load_stationary_cycles) : sim::SimTime{};
     const sim::SimTime ls_start = sim::max(sim::max(issue, ls_free_), prev_mm_start_);
     const sim::SimTime ls_end = ls_start + ls_time;
     ls_free_ = ls_end;
     if (ctx_.tracing() && ls_time.ps > 0) {
       trace_slice(ls_track_, "TensorE (LoadStationary)", "load_stationary", ls_start, ls_end,
-                  {{"stationary", in.src0.to_string()}, {"cycles", cost.load_stationary_cycles},
+                  {{"stationary", in.src0.to_string()},
+                   {"cycles", cost.load_stationary_cycles},
                    {"index", index}});
     }
     start = sim::max(sim::max(issue, engine_free_), ls_end);

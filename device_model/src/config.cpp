@@ -14,7 +14,9 @@
 namespace neuronsim::device {
 namespace {
 
-bool is_leaf(const nlohmann::json& j) { return j.is_object() && j.contains("value"); }
+bool is_leaf(const nlohmann::json& j) {
+  return j.is_object() && j.contains("value");
+}
 
 void collect_leaves(const nlohmann::json& node, const std::string& prefix,
                     std::vector<std::string>& out) {
@@ -42,9 +44,10 @@ void check_shape(const nlohmann::json& node, const std::string& prefix, const st
     if (is_leaf(*it)) {
       const auto& v = (*it)["value"];
       if (!(v.is_number() || v.is_boolean() || v.is_string())) {
-        throw ConfigError(fmt::format("{}: key '{}' has a value that is not a number, boolean "
-                                      "or string",
-                                      origin, path));
+        throw ConfigError(
+            fmt::format("{}: key '{}' has a value that is not a number, boolean "
+                        "or string",
+                        origin, path));
       }
       if (!it->contains("source") || !(*it)["source"].is_string()) {
         throw ConfigError(fmt::format("{}: key '{}' has no \"source\" string", origin, path));
@@ -61,13 +64,15 @@ void check_shape(const nlohmann::json& node, const std::string& prefix, const st
               origin, path));
         }
         if (std::find(c.begin(), c.end(), v) == c.end()) {
-          throw ConfigError(fmt::format("{}: key '{}' has value {} which is not one of its choices {}",
-                                        origin, path, v.dump(), c.dump()));
+          throw ConfigError(
+              fmt::format("{}: key '{}' has value {} which is not one of its choices {}", origin,
+                          path, v.dump(), c.dump()));
         }
       }
     } else if (it->contains("source")) {
       // A leaf that lost its value would otherwise be reported as a group with a bad child.
-      throw ConfigError(fmt::format("{}: key '{}' has a \"source\" but no \"value\"", origin, path));
+      throw ConfigError(
+          fmt::format("{}: key '{}' has a \"source\" but no \"value\"", origin, path));
     } else {
       check_shape(*it, path, origin);
     }
@@ -174,7 +179,8 @@ bool Config::has(std::string_view path) const {
 
 double Config::number(std::string_view path) const {
   const auto& v = leaf(path)["value"];
-  if (!v.is_number()) throw ConfigError(fmt::format("configuration key '{}' is not a number", path));
+  if (!v.is_number())
+    throw ConfigError(fmt::format("configuration key '{}' is not a number", path));
   return v.get<double>();
 }
 
@@ -196,7 +202,8 @@ bool Config::boolean(std::string_view path) const {
 
 std::string Config::string(std::string_view path) const {
   const auto& v = leaf(path)["value"];
-  if (!v.is_string()) throw ConfigError(fmt::format("configuration key '{}' is not a string", path));
+  if (!v.is_string())
+    throw ConfigError(fmt::format("configuration key '{}' is not a string", path));
   return v.get<std::string>();
 }
 
@@ -208,9 +215,12 @@ void Config::set(std::string_view path, std::string_view text) {
                                   text, path, expected));
   };
   if (v.is_boolean()) {
-    if (text == "true" || text == "1") v = true;
-    else if (text == "false" || text == "0") v = false;
-    else bad("true or false");
+    if (text == "true" || text == "1")
+      v = true;
+    else if (text == "false" || text == "0")
+      v = false;
+    else
+      bad("true or false");
   } else if (v.is_number_integer()) {
     int64_t x = 0;
     auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), x);

@@ -16,9 +16,12 @@ namespace neuronsim::device {
 
 std::string_view exec_mode_name(ExecMode m) {
   switch (m) {
-    case ExecMode::kFull: return "full";
-    case ExecMode::kTiming: return "timing";
-    case ExecMode::kFunctional: return "functional";
+    case ExecMode::kFull:
+      return "full";
+    case ExecMode::kTiming:
+      return "timing";
+    case ExecMode::kFunctional:
+      return "functional";
   }
   return "?";
 }
@@ -60,8 +63,9 @@ bool g_device_built = false;
 Device::Device(const Config& config, DeviceOptions options)
     : impl_(std::make_unique<Impl>(config, options)) {
   if (g_device_built) {
-    throw Error("a neuronsim Device already exists in this process: SystemC elaborates once per "
-                "process, so each configuration needs its own process");
+    throw Error(
+        "a neuronsim Device already exists in this process: SystemC elaborates once per "
+        "process, so each configuration needs its own process");
   }
   sim::Simulation::prepare();
   Impl& d = *impl_;
@@ -90,15 +94,33 @@ Device::Device(const Config& config, DeviceOptions options)
 
 Device::~Device() = default;
 
-const ChipParams& Device::params() const { return impl_->params; }
-const Config& Device::config() const { return impl_->config; }
-uint32_t Device::num_cores() const { return impl_->cores; }
-ExecMode Device::mode() const { return impl_->mode; }
-void Device::set_mode(ExecMode mode) { impl_->mode = mode; }
-sim::StatsRegistry& Device::stats() { return impl_->stats; }
-sim::TraceSink& Device::trace_sink() { return *impl_->sink; }
-uint8_t* Device::hbm_data() { return impl_->hbm->data(); }
-uint64_t Device::hbm_capacity() const { return impl_->hbm->capacity(); }
+const ChipParams& Device::params() const {
+  return impl_->params;
+}
+const Config& Device::config() const {
+  return impl_->config;
+}
+uint32_t Device::num_cores() const {
+  return impl_->cores;
+}
+ExecMode Device::mode() const {
+  return impl_->mode;
+}
+void Device::set_mode(ExecMode mode) {
+  impl_->mode = mode;
+}
+sim::StatsRegistry& Device::stats() {
+  return impl_->stats;
+}
+sim::TraceSink& Device::trace_sink() {
+  return *impl_->sink;
+}
+uint8_t* Device::hbm_data() {
+  return impl_->hbm->data();
+}
+uint64_t Device::hbm_capacity() const {
+  return impl_->hbm->capacity();
+}
 uint64_t Device::hbm_base_of_core(uint32_t core) const {
   return static_cast<uint64_t>(core / impl_->params.cores_per_stack()) *
          impl_->params.hbm.capacity_bytes;
@@ -127,7 +149,8 @@ void Device::set_trace_sink(sim::TraceSink* sink) {
                              {"dma_bytes_per_s_per_core",
                               p.core.dma.engines * p.core.dma.engine_bandwidth_bytes_per_s}});
   for (uint32_t c = 0; c < d.cores; ++c) {
-    d.kernel_tracks[c] = d.sink->add_track({fmt::format("nc{}", c), "Kernels", sim::TrackKind::kSlices, 0});
+    d.kernel_tracks[c] =
+        d.sink->add_track({fmt::format("nc{}", c), "Kernels", sim::TrackKind::kSlices, 0});
   }
 }
 
@@ -150,8 +173,9 @@ void Device::Impl::enqueue(uint32_t core, const Program& program, bool copy) {
     vc.hbm_range_valid = d.hbm_range_check;
   } else if (!program.hbm_regions.empty()) {
     vc.hbm_range_valid = [&program](uint64_t a, uint64_t n) {
-      return std::any_of(program.hbm_regions.begin(), program.hbm_regions.end(),
-                         [&](const HbmRegion& r) { return a >= r.offset && a + n <= r.offset + r.bytes; });
+      return std::any_of(
+          program.hbm_regions.begin(), program.hbm_regions.end(),
+          [&](const HbmRegion& r) { return a >= r.offset && a + n <= r.offset + r.bytes; });
     };
   }
   validate(program, vc);
@@ -255,7 +279,8 @@ Device::HostCopy Device::host_copy(uint32_t core, uint64_t bytes, bool to_device
     if (d.host_tracks.empty()) d.host_tracks.assign(d.cores, 0);
     if (d.host_tracks[core] == 0) {
       d.host_tracks[core] =
-          d.sink->add_track({fmt::format("nc{}", core), "Host DMA", sim::TrackKind::kSlices, 90}) + 1;
+          d.sink->add_track({fmt::format("nc{}", core), "Host DMA", sim::TrackKind::kSlices, 90}) +
+          1;
     }
     d.sink->slice(d.host_tracks[core] - 1, to_device ? "host_to_device" : "device_to_host",
                   "host_dma", r.start, r.end, {{"bytes", bytes}, {"hbm_bytes", bytes}});
@@ -267,6 +292,8 @@ void Device::advance(sim::SimTime delta) {
   if (delta.ps > 0) sc_core::sc_start(sc_core::sc_time::from_value(delta.ps));
 }
 
-sim::SimTime Device::now() const { return sim::Simulation::now(); }
+sim::SimTime Device::now() const {
+  return sim::Simulation::now();
+}
 
 }  // namespace neuronsim::device

@@ -28,9 +28,8 @@ void DmaFabric::attach_trace(sim::TraceSink* sink) {
   last_emitted_.assign(stacks_, -1.0);
   if (!sink_ || !sink_->enabled()) return;
   for (uint32_t s = 0; s < stacks_; ++s) {
-    hbm_tracks_.push_back(sink_->add_track(
-        {"HBM", fmt::format("HBM stack {} bandwidth (GB/s)", s), sim::TrackKind::kCounter,
-         static_cast<int>(s)}));
+    hbm_tracks_.push_back(sink_->add_track({"HBM", fmt::format("HBM stack {} bandwidth (GB/s)", s),
+                                            sim::TrackKind::kCounter, static_cast<int>(s)}));
   }
 }
 
@@ -91,8 +90,7 @@ void DmaFabric::reallocate() {
       const Flow& f = *flows_[i];
       const bool capped = f.rate >= f.t.cap_bytes_per_s * (1 - eps);
       const bool pool_full = pool_used[f.t.core] >= core_pool_bw_ * (1 - eps);
-      const bool stack_full =
-          f.t.hbm_bytes > 0 && stack_used[f.t.stack] >= stack_bw_ * (1 - eps);
+      const bool stack_full = f.t.hbm_bytes > 0 && stack_used[f.t.stack] >= stack_bw_ * (1 - eps);
       if (capped || pool_full || stack_full) {
         frozen[i] = true;
         --active;

@@ -18,8 +18,8 @@ class DmaFabric : public sc_core::sc_module {
             uint32_t stacks, double stack_bytes_per_s);
 
   struct Transfer {
-    double bytes = 0;          // through the DMA engines
-    double hbm_bytes = 0;      // on the HBM stack (0 if none)
+    double bytes = 0;            // through the DMA engines
+    double hbm_bytes = 0;        // on the HBM stack (0 if none)
     double cap_bytes_per_s = 0;  // the transfer's own engines
     uint32_t core = 0;
     uint32_t stack = 0;

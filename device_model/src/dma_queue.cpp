@@ -18,7 +18,9 @@ DmaQueue::DmaQueue(sc_core::sc_module_name name, CoreContext& ctx, uint8_t queue
   busy_ps_ = &ctx.stats->counter(p + "busy_ps", "ps", "time the queue was transferring");
 }
 
-void DmaQueue::on_issue_point() { issue_ready_ = sim::Simulation::now(); }
+void DmaQueue::on_issue_point() {
+  issue_ready_ = sim::Simulation::now();
+}
 
 void DmaQueue::run_instruction(const Instruction& in, size_t index) {
   const DmaParams& dma = ctx_.core->dma;
@@ -60,6 +62,8 @@ void DmaQueue::run_instruction(const Instruction& in, size_t index) {
   }
 }
 
-sim::SimTime DmaQueue::drain() { return sim::Simulation::now(); }
+sim::SimTime DmaQueue::drain() {
+  return sim::Simulation::now();
+}
 
 }  // namespace neuronsim::device

@@ -1,10 +1,10 @@
 #include "neuronsim/device/dtype.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -157,15 +157,24 @@ size_t dtype_size(DType t) {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::kFp32: return "fp32";
-    case DType::kBf16: return "bf16";
-    case DType::kFp16: return "fp16";
-    case DType::kFp8E4M3: return "fp8_e4m3";
-    case DType::kFp8E5M2: return "fp8_e5m2";
-    case DType::kInt32: return "int32";
-    case DType::kInt16: return "int16";
-    case DType::kInt8: return "int8";
-    case DType::kUint8: return "uint8";
+    case DType::kFp32:
+      return "fp32";
+    case DType::kBf16:
+      return "bf16";
+    case DType::kFp16:
+      return "fp16";
+    case DType::kFp8E4M3:
+      return "fp8_e4m3";
+    case DType::kFp8E5M2:
+      return "fp8_e5m2";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt16:
+      return "int16";
+    case DType::kInt8:
+      return "int8";
+    case DType::kUint8:
+      return "uint8";
   }
   return "?";
 }
@@ -181,7 +190,9 @@ bool is_float(DType t) {
   return t == DType::kFp32 || t == DType::kBf16 || t == DType::kFp16 || is_fp8(t);
 }
 
-bool is_fp8(DType t) { return t == DType::kFp8E4M3 || t == DType::kFp8E5M2; }
+bool is_fp8(DType t) {
+  return t == DType::kFp8E4M3 || t == DType::kFp8E5M2;
+}
 
 uint16_t float_to_bf16_bits(float v) {
   uint32_t u = std::bit_cast<uint32_t>(v);
@@ -189,49 +200,94 @@ uint16_t float_to_bf16_bits(float v) {
   u += 0x7FFFu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }
-float bf16_bits_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
-uint16_t float_to_fp16_bits(float v) { return static_cast<uint16_t>(kFp16.encode(v)); }
-float fp16_bits_to_float(uint16_t b) { return fp16_table()[b]; }
-uint8_t float_to_fp8_e4m3_bits(float v) { return static_cast<uint8_t>(kE4M3.encode(v)); }
-float fp8_e4m3_bits_to_float(uint8_t b) { return e4m3_table()[b]; }
-uint8_t float_to_fp8_e5m2_bits(float v) { return static_cast<uint8_t>(kE5M2.encode(v)); }
-float fp8_e5m2_bits_to_float(uint8_t b) { return e5m2_table()[b]; }
+float bf16_bits_to_float(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
+uint16_t float_to_fp16_bits(float v) {
+  return static_cast<uint16_t>(kFp16.encode(v));
+}
+float fp16_bits_to_float(uint16_t b) {
+  return fp16_table()[b];
+}
+uint8_t float_to_fp8_e4m3_bits(float v) {
+  return static_cast<uint8_t>(kE4M3.encode(v));
+}
+float fp8_e4m3_bits_to_float(uint8_t b) {
+  return e4m3_table()[b];
+}
+uint8_t float_to_fp8_e5m2_bits(float v) {
+  return static_cast<uint8_t>(kE5M2.encode(v));
+}
+float fp8_e5m2_bits_to_float(uint8_t b) {
+  return e5m2_table()[b];
+}
 
 float load_float(const void* p, DType t) {
   switch (t) {
-    case DType::kFp32: return read_as<float>(p);
-    case DType::kBf16: return bf16_bits_to_float(read_as<uint16_t>(p));
-    case DType::kFp16: return fp16_bits_to_float(read_as<uint16_t>(p));
-    case DType::kFp8E4M3: return fp8_e4m3_bits_to_float(read_as<uint8_t>(p));
-    case DType::kFp8E5M2: return fp8_e5m2_bits_to_float(read_as<uint8_t>(p));
-    case DType::kInt32: return static_cast<float>(read_as<int32_t>(p));
-    case DType::kInt16: return static_cast<float>(read_as<int16_t>(p));
-    case DType::kInt8: return static_cast<float>(read_as<int8_t>(p));
-    case DType::kUint8: return static_cast<float>(read_as<uint8_t>(p));
+    case DType::kFp32:
+      return read_as<float>(p);
+    case DType::kBf16:
+      return bf16_bits_to_float(read_as<uint16_t>(p));
+    case DType::kFp16:
+      return fp16_bits_to_float(read_as<uint16_t>(p));
+    case DType::kFp8E4M3:
+      return fp8_e4m3_bits_to_float(read_as<uint8_t>(p));
+    case DType::kFp8E5M2:
+      return fp8_e5m2_bits_to_float(read_as<uint8_t>(p));
+    case DType::kInt32:
+      return static_cast<float>(read_as<int32_t>(p));
+    case DType::kInt16:
+      return static_cast<float>(read_as<int16_t>(p));
+    case DType::kInt8:
+      return static_cast<float>(read_as<int8_t>(p));
+    case DType::kUint8:
+      return static_cast<float>(read_as<uint8_t>(p));
   }
   return 0.0f;
 }
 
 void store_float(void* p, DType t, float v) {
   switch (t) {
-    case DType::kFp32: write_as(p, v); return;
-    case DType::kBf16: write_as(p, float_to_bf16_bits(v)); return;
-    case DType::kFp16: write_as(p, float_to_fp16_bits(v)); return;
-    case DType::kFp8E4M3: write_as(p, float_to_fp8_e4m3_bits(v)); return;
-    case DType::kFp8E5M2: write_as(p, float_to_fp8_e5m2_bits(v)); return;
-    case DType::kInt32: write_as(p, float_to_int_saturating<int32_t>(v)); return;
-    case DType::kInt16: write_as(p, float_to_int_saturating<int16_t>(v)); return;
-    case DType::kInt8: write_as(p, float_to_int_saturating<int8_t>(v)); return;
-    case DType::kUint8: write_as(p, float_to_int_saturating<uint8_t>(v)); return;
+    case DType::kFp32:
+      write_as(p, v);
+      return;
+    case DType::kBf16:
+      write_as(p, float_to_bf16_bits(v));
+      return;
+    case DType::kFp16:
+      write_as(p, float_to_fp16_bits(v));
+      return;
+    case DType::kFp8E4M3:
+      write_as(p, float_to_fp8_e4m3_bits(v));
+      return;
+    case DType::kFp8E5M2:
+      write_as(p, float_to_fp8_e5m2_bits(v));
+      return;
+    case DType::kInt32:
+      write_as(p, float_to_int_saturating<int32_t>(v));
+      return;
+    case DType::kInt16:
+      write_as(p, float_to_int_saturating<int16_t>(v));
+      return;
+    case DType::kInt8:
+      write_as(p, float_to_int_saturating<int8_t>(v));
+      return;
+    case DType::kUint8:
+      write_as(p, float_to_int_saturating<uint8_t>(v));
+      return;
   }
 }
 
 int64_t load_int(const void* p, DType t) {
   switch (t) {
-    case DType::kInt32: return read_as<int32_t>(p);
-    case DType::kInt16: return read_as<int16_t>(p);
-    case DType::kInt8: return read_as<int8_t>(p);
-    case DType::kUint8: return read_as<uint8_t>(p);
+    case DType::kInt32:
+      return read_as<int32_t>(p);
+    case DType::kInt16:
+      return read_as<int16_t>(p);
+    case DType::kInt8:
+      return read_as<int8_t>(p);
+    case DType::kUint8:
+      return read_as<uint8_t>(p);
     default: {
       float f = load_float(p, t);
       if (std::isnan(f)) return 0;
@@ -242,12 +298,24 @@ int64_t load_int(const void* p, DType t) {
 
 void store_int(void* p, DType t, int64_t v) {
   switch (t) {
-    case DType::kInt32: write_as(p, static_cast<int32_t>(static_cast<uint32_t>(v))); return;
-    case DType::kInt16: write_as(p, static_cast<int16_t>(static_cast<uint16_t>(v))); return;
-    case DType::kInt8: write_as(p, static_cast<int8_t>(static_cast<uint8_t>(v))); return;
-    case DType::kUint8: write_as(p, static_cast<uint8_t>(v)); return;
-    case DType::kFp32: write_as(p, static_cast<float>(v)); return;
-    default: store_float(p, t, int_to_float_round_to_odd(v)); return;
+    case DType::kInt32:
+      write_as(p, static_cast<int32_t>(static_cast<uint32_t>(v)));
+      return;
+    case DType::kInt16:
+      write_as(p, static_cast<int16_t>(static_cast<uint16_t>(v)));
+      return;
+    case DType::kInt8:
+      write_as(p, static_cast<int8_t>(static_cast<uint8_t>(v)));
+      return;
+    case DType::kUint8:
+      write_as(p, static_cast<uint8_t>(v));
+      return;
+    case DType::kFp32:
+      write_as(p, static_cast<float>(v));
+      return;
+    default:
+      store_float(p, t, int_to_float_round_to_odd(v));
+      return;
   }
 }
 

@@ -22,9 +22,8 @@ void for_each_in_partition(const MemoryMap& mem, const AccessPattern& ap, uint32
                                            static_cast<int64_t>(dtype_size(ap.dtype)));
   }
   const uint32_t phys = ap.space == MemSpace::kHbm ? 0 : p;
-  for_each_element(one, [&](int64_t addr, uint32_t, uint64_t idx) {
-    fn(mem.element(ap, phys, addr), idx);
-  });
+  for_each_element(
+      one, [&](int64_t addr, uint32_t, uint64_t idx) { fn(mem.element(ap, phys, addr), idx); });
 }
 
 // The first free element of partition p when the free elements are contiguous (element i at
@@ -60,10 +59,12 @@ void load_row(const MemoryMap& mem, const AccessPattern& ap, uint32_t p, std::ve
     for (size_t i = 0; i < out.size(); ++i) out[i] = load_float(src + i * es, ap.dtype);
     return;
   }
-  for_each_in_partition(mem, ap, p, [&](const uint8_t* e, uint64_t i) { out[i] = load_float(e, ap.dtype); });
+  for_each_in_partition(mem, ap, p,
+                        [&](const uint8_t* e, uint64_t i) { out[i] = load_float(e, ap.dtype); });
 }
 
-void store_row(const MemoryMap& mem, const AccessPattern& ap, uint32_t p, const std::vector<float>& in) {
+void store_row(const MemoryMap& mem, const AccessPattern& ap, uint32_t p,
+               const std::vector<float>& in) {
   if (uint8_t* dst = contiguous_row(mem, ap, p)) {
     if (ap.dtype == DType::kFp32) {
       std::memcpy(dst, in.data(), in.size() * 4);
@@ -73,15 +74,19 @@ void store_row(const MemoryMap& mem, const AccessPattern& ap, uint32_t p, const 
     for (size_t i = 0; i < in.size(); ++i) store_float(dst + i * es, ap.dtype, in[i]);
     return;
   }
-  for_each_in_partition(mem, ap, p, [&](uint8_t* e, uint64_t i) { store_float(e, ap.dtype, in[i]); });
+  for_each_in_partition(mem, ap, p,
+                        [&](uint8_t* e, uint64_t i) { store_float(e, ap.dtype, in[i]); });
 }
 
-void load_row_int(const MemoryMap& mem, const AccessPattern& ap, uint32_t p, std::vector<int64_t>& out) {
+void load_row_int(const MemoryMap& mem, const AccessPattern& ap, uint32_t p,
+                  std::vector<int64_t>& out) {
   out.resize(ap.free_elements());
-  for_each_in_partition(mem, ap, p, [&](const uint8_t* e, uint64_t i) { out[i] = load_int(e, ap.dtype); });
+  for_each_in_partition(mem, ap, p,
+                        [&](const uint8_t* e, uint64_t i) { out[i] = load_int(e, ap.dtype); });
 }
 
-void store_row_int(const MemoryMap& mem, const AccessPattern& ap, uint32_t p, const std::vector<int64_t>& in) {
+void store_row_int(const MemoryMap& mem, const AccessPattern& ap, uint32_t p,
+                   const std::vector<int64_t>& in) {
   for_each_in_partition(mem, ap, p, [&](uint8_t* e, uint64_t i) { store_int(e, ap.dtype, in[i]); });
 }
 
@@ -129,8 +134,8 @@ typedef float Float8 __attribute__((vector_size(32)));
 // res[m, n] = sum_k st[m, k] * mv[k, n] (st is M x K, mv is K x N, res is M x N, row-major):
 // every product rounded to fp32, the sum accumulated from 0 in k order in fp32. Blocks of 4 rows
 // x 8 columns keep their sums in registers; the result is the same as one row at a time.
-NEURONSIM_MATMUL_CLONES void matmul_kernel(const float* st, const float* mv, float* res,
-                                           uint32_t M, uint32_t K, uint32_t N) {
+NEURONSIM_MATMUL_CLONES void matmul_kernel(const float* st, const float* mv, float* res, uint32_t M,
+                                           uint32_t K, uint32_t N) {
   const size_t k_len = K, n_len = N;
   auto row_tail = [&](uint32_t m, uint32_t n_begin) {  // one row, columns [n_begin, N)
     const float* a = st + m * k_len;
@@ -251,11 +256,16 @@ void alu_row(AluOp op, bool reverse, std::vector<float>& x, Y&& y) {
     }
   };
   switch (op) {
-    case AluOp::kAdd: return loop([](float a, float b) { return a + b; });
-    case AluOp::kSubtract: return loop([](float a, float b) { return a - b; });
-    case AluOp::kMultiply: return loop([](float a, float b) { return a * b; });
-    case AluOp::kDivide: return loop([](float a, float b) { return a / b; });
-    default: return loop([op](float a, float b) { return apply_alu_float(op, a, b); });
+    case AluOp::kAdd:
+      return loop([](float a, float b) { return a + b; });
+    case AluOp::kSubtract:
+      return loop([](float a, float b) { return a - b; });
+    case AluOp::kMultiply:
+      return loop([](float a, float b) { return a * b; });
+    case AluOp::kDivide:
+      return loop([](float a, float b) { return a / b; });
+    default:
+      return loop([op](float a, float b) { return apply_alu_float(op, a, b); });
   }
 }
 
@@ -311,17 +321,22 @@ void exec_tensor_scalar(const Instruction& in, const MemoryMap& mem) {
 
 float reduce_step(ReduceOp r, float acc, float x) {
   switch (r) {
-    case ReduceOp::kAdd: return acc + x;
-    case ReduceOp::kMax: return apply_alu_float(AluOp::kMax, acc, x);
-    case ReduceOp::kMin: return apply_alu_float(AluOp::kMin, acc, x);
-    case ReduceOp::kMultiply: return acc * x;
+    case ReduceOp::kAdd:
+      return acc + x;
+    case ReduceOp::kMax:
+      return apply_alu_float(AluOp::kMax, acc, x);
+    case ReduceOp::kMin:
+      return apply_alu_float(AluOp::kMin, acc, x);
+    case ReduceOp::kMultiply:
+      return acc * x;
   }
   return acc;
 }
 
 void exec_tensor_reduce(const Instruction& in, const MemoryMap& mem) {
   uint64_t inner = 1;
-  for (int k = in.src0.ndims - in.reduce_axes; k < in.src0.ndims; ++k) inner *= in.src0.dims[k].size;
+  for (int k = in.src0.ndims - in.reduce_axes; k < in.src0.ndims; ++k)
+    inner *= in.src0.dims[k].size;
   const bool int_path = all_int({in.dst.dtype, in.src0.dtype});
   std::vector<float> a, out;
   std::vector<int64_t> ai, outi;
@@ -334,10 +349,18 @@ void exec_tensor_reduce(const Instruction& in, const MemoryMap& mem) {
         for (uint64_t i = 1; i < inner; ++i) {
           const int64_t x = ai[o * inner + i];
           switch (in.reduce) {
-            case ReduceOp::kAdd: acc = apply_alu_int(AluOp::kAdd, acc, x); break;
-            case ReduceOp::kMax: acc = std::max(acc, x); break;
-            case ReduceOp::kMin: acc = std::min(acc, x); break;
-            case ReduceOp::kMultiply: acc = apply_alu_int(AluOp::kMultiply, acc, x); break;
+            case ReduceOp::kAdd:
+              acc = apply_alu_int(AluOp::kAdd, acc, x);
+              break;
+            case ReduceOp::kMax:
+              acc = std::max(acc, x);
+              break;
+            case ReduceOp::kMin:
+              acc = std::min(acc, x);
+              break;
+            case ReduceOp::kMultiply:
+              acc = apply_alu_int(AluOp::kMultiply, acc, x);
+              break;
           }
         }
         outi[o] = acc;
@@ -371,8 +394,10 @@ void exec_copy(const AccessPattern& dst, const AccessPattern& src, const MemoryM
         continue;
       }
       row.resize(src.free_elements() * es);
-      for_each_in_partition(mem, src, p, [&](const uint8_t* e, uint64_t i) { std::memcpy(&row[i * es], e, es); });
-      for_each_in_partition(mem, dst, p, [&](uint8_t* e, uint64_t i) { std::memcpy(e, &row[i * es], es); });
+      for_each_in_partition(
+          mem, src, p, [&](const uint8_t* e, uint64_t i) { std::memcpy(&row[i * es], e, es); });
+      for_each_in_partition(mem, dst, p,
+                            [&](uint8_t* e, uint64_t i) { std::memcpy(e, &row[i * es], es); });
     }
     return;
   }
@@ -435,15 +460,18 @@ void exec_rng(const Instruction& in, const MemoryMap& mem) {
           row[f] = in.imm + in.imm2 * philox::normal(in.rng_seed, in.rng_offset, i);
           break;
         case RngDist::kInteger: {
-          const uint64_t range = static_cast<uint64_t>(static_cast<int64_t>(in.imm2) - static_cast<int64_t>(in.imm));
+          const uint64_t range =
+              static_cast<uint64_t>(static_cast<int64_t>(in.imm2) - static_cast<int64_t>(in.imm));
           irow[f] = static_cast<int64_t>(in.imm) +
                     static_cast<int64_t>(philox::bits(in.rng_seed, in.rng_offset, i) % range);
           break;
         }
       }
     }
-    if (in.rng_dist == RngDist::kInteger) store_row_int(mem, d, p, irow);
-    else store_row(mem, d, p, row);
+    if (in.rng_dist == RngDist::kInteger)
+      store_row_int(mem, d, p, irow);
+    else
+      store_row(mem, d, p, row);
   }
 }
 
@@ -497,8 +525,10 @@ void exec_dma(const Instruction& in, const MemoryMap& mem) {
   for_each_element(d, [&](int64_t addr, uint32_t p, uint64_t i) {
     const uint8_t* e = &flat[(p * d.free_elements() + i) * ses];
     uint8_t* out = mem.element(d, p, addr);
-    if (s.dtype == d.dtype) std::memcpy(out, e, des);
-    else store_float(out, d.dtype, load_float(e, s.dtype));  // DMA casts go src -> fp32 -> dst
+    if (s.dtype == d.dtype)
+      std::memcpy(out, e, des);
+    else
+      store_float(out, d.dtype, load_float(e, s.dtype));  // DMA casts go src -> fp32 -> dst
   });
 }
 
@@ -506,20 +536,45 @@ void exec_dma(const Instruction& in, const MemoryMap& mem) {
 
 void execute(const Instruction& in, const MemoryMap& mem) {
   switch (in.op) {
-    case Opcode::kMatmul: exec_matmul(in, mem); return;
-    case Opcode::kTranspose: exec_transpose(in, mem); return;
-    case Opcode::kActivation: exec_activation(in, mem); return;
-    case Opcode::kTensorTensor: exec_tensor_tensor(in, mem); return;
-    case Opcode::kTensorScalar: exec_tensor_scalar(in, mem); return;
-    case Opcode::kTensorReduce: exec_tensor_reduce(in, mem); return;
-    case Opcode::kTensorCopy: exec_copy(in.dst, in.src0, mem, /*int_exact=*/true); return;
-    case Opcode::kIota: exec_iota(in, mem); return;
-    case Opcode::kMemset: exec_memset(in, mem); return;
-    case Opcode::kRng: exec_rng(in, mem); return;
-    case Opcode::kSelect: exec_select(in, mem); return;
-    case Opcode::kDmaCopy: exec_dma(in, mem); return;
+    case Opcode::kMatmul:
+      exec_matmul(in, mem);
+      return;
+    case Opcode::kTranspose:
+      exec_transpose(in, mem);
+      return;
+    case Opcode::kActivation:
+      exec_activation(in, mem);
+      return;
+    case Opcode::kTensorTensor:
+      exec_tensor_tensor(in, mem);
+      return;
+    case Opcode::kTensorScalar:
+      exec_tensor_scalar(in, mem);
+      return;
+    case Opcode::kTensorReduce:
+      exec_tensor_reduce(in, mem);
+      return;
+    case Opcode::kTensorCopy:
+      exec_copy(in.dst, in.src0, mem, /*int_exact=*/true);
+      return;
+    case Opcode::kIota:
+      exec_iota(in, mem);
+      return;
+    case Opcode::kMemset:
+      exec_memset(in, mem);
+      return;
+    case Opcode::kRng:
+      exec_rng(in, mem);
+      return;
+    case Opcode::kSelect:
+      exec_select(in, mem);
+      return;
+    case Opcode::kDmaCopy:
+      exec_dma(in, mem);
+      return;
     case Opcode::kSemWait:
-    case Opcode::kSemSignal: return;
+    case Opcode::kSemSignal:
+      return;
   }
 }
 

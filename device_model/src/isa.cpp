@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-
 namespace neuronsim::device {
 namespace {
 
 template <typename E, size_t N>
-std::optional<E> parse_by_name(std::string_view name, const std::array<std::string_view, N>& names) {
+std::optional<E> parse_by_name(std::string_view name,
+                               const std::array<std::string_view, N>& names) {
   for (size_t i = 0; i < N; ++i) {
     if (names[i] == name) return static_cast<E>(i);
   }
@@ -15,22 +15,22 @@ std::optional<E> parse_by_name(std::string_view name, const std::array<std::stri
 }
 
 constexpr std::array<std::string_view, kOpcodeCount> kOpcodeNames = {
-    "matmul",      "transpose",   "activation", "tensor_tensor", "tensor_scalar",
-    "tensor_reduce", "tensor_copy", "iota",     "memset",        "select",
-    "dma_copy",    "sem_wait",    "sem_signal", "rng"};
+    "matmul",      "transpose", "activation", "tensor_tensor", "tensor_scalar", "tensor_reduce",
+    "tensor_copy", "iota",      "memset",     "select",        "dma_copy",      "sem_wait",
+    "sem_signal",  "rng"};
 
 constexpr std::array<std::string_view, 3> kRngNames = {"uniform", "normal", "integer"};
 
 constexpr std::array<std::string_view, 24> kAluNames = {
-    "bypass",      "add",        "subtract",    "multiply",    "divide",     "max",
-    "min",         "pow",        "mod",         "abs_max",     "is_equal",   "not_equal",
-    "is_gt",       "is_ge",      "is_lt",       "is_le",       "logical_and", "logical_or",
-    "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left", "shift_right"};
+    "bypass",      "add",         "subtract",   "multiply",    "divide",      "max",
+    "min",         "pow",         "mod",        "abs_max",     "is_equal",    "not_equal",
+    "is_gt",       "is_ge",       "is_lt",      "is_le",       "logical_and", "logical_or",
+    "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "shift_left",  "shift_right"};
 
 constexpr std::array<std::string_view, 22> kActNames = {
-    "copy", "relu", "gelu",   "gelu_tanh",  "silu",   "sigmoid", "tanh", "exp",
-    "log",  "sqrt", "rsqrt",  "reciprocal", "square", "softplus", "erf", "abs",
-    "sign", "sin",  "cos",    "mish",       "gelu_dx", "silu_dx"};
+    "copy", "relu", "gelu",  "gelu_tanh",  "silu",    "sigmoid",  "tanh", "exp",
+    "log",  "sqrt", "rsqrt", "reciprocal", "square",  "softplus", "erf",  "abs",
+    "sign", "sin",  "cos",   "mish",       "gelu_dx", "silu_dx"};
 
 constexpr std::array<std::string_view, 4> kReduceNames = {"add", "max", "min", "multiply"};
 
@@ -38,22 +38,32 @@ constexpr std::array<std::string_view, 4> kReduceNames = {"add", "max", "min", "
 
 std::string_view engine_kind_name(EngineKind e) {
   switch (e) {
-    case EngineKind::kTensor: return "tensor";
-    case EngineKind::kVector: return "vector";
-    case EngineKind::kScalar: return "scalar";
-    case EngineKind::kGpSimd: return "gpsimd";
-    case EngineKind::kDma: return "dma";
+    case EngineKind::kTensor:
+      return "tensor";
+    case EngineKind::kVector:
+      return "vector";
+    case EngineKind::kScalar:
+      return "scalar";
+    case EngineKind::kGpSimd:
+      return "gpsimd";
+    case EngineKind::kDma:
+      return "dma";
   }
   return "?";
 }
 
 std::string_view engine_display_name(EngineKind e) {
   switch (e) {
-    case EngineKind::kTensor: return "TensorE";
-    case EngineKind::kVector: return "VectorE";
-    case EngineKind::kScalar: return "ScalarE";
-    case EngineKind::kGpSimd: return "GpSimdE";
-    case EngineKind::kDma: return "DMA";
+    case EngineKind::kTensor:
+      return "TensorE";
+    case EngineKind::kVector:
+      return "VectorE";
+    case EngineKind::kScalar:
+      return "ScalarE";
+    case EngineKind::kGpSimd:
+      return "GpSimdE";
+    case EngineKind::kDma:
+      return "DMA";
   }
   return "?";
 }
@@ -62,12 +72,16 @@ std::string_view opcode_name(Opcode op) {
   const auto i = static_cast<size_t>(op);
   return i < kOpcodeNames.size() ? kOpcodeNames[i] : "?";
 }
-std::optional<Opcode> parse_opcode(std::string_view n) { return parse_by_name<Opcode>(n, kOpcodeNames); }
+std::optional<Opcode> parse_opcode(std::string_view n) {
+  return parse_by_name<Opcode>(n, kOpcodeNames);
+}
 std::string_view alu_op_name(AluOp op) {
   const auto i = static_cast<size_t>(op);
   return i < kAluNames.size() ? kAluNames[i] : "?";
 }
-std::optional<AluOp> parse_alu_op(std::string_view n) { return parse_by_name<AluOp>(n, kAluNames); }
+std::optional<AluOp> parse_alu_op(std::string_view n) {
+  return parse_by_name<AluOp>(n, kAluNames);
+}
 std::string_view act_func_name(ActFunc f) {
   const auto i = static_cast<size_t>(f);
   return i < kActNames.size() ? kActNames[i] : "?";

@@ -7,21 +7,35 @@
 namespace neuronsim::device {
 namespace {
 
-bool is_16bit_float(DType t) { return t == DType::kBf16 || t == DType::kFp16; }
+bool is_16bit_float(DType t) {
+  return t == DType::kBf16 || t == DType::kFp16;
+}
 
-bool in_sbuf(const AccessPattern& ap) { return ap.space == MemSpace::kSbuf; }
+bool in_sbuf(const AccessPattern& ap) {
+  return ap.space == MemSpace::kSbuf;
+}
 
 // The tensor operands an instruction reads and writes (scalar operands excluded).
 template <typename Fn>
 void for_each_tensor(const Instruction& in, Fn&& fn) {
   fn(in.dst);
   switch (in.op) {
-    case Opcode::kTensorTensor: fn(in.src0); fn(in.src1); break;
-    case Opcode::kSelect: fn(in.src0); fn(in.src1); if (in.has_src2) fn(in.src2); break;
+    case Opcode::kTensorTensor:
+      fn(in.src0);
+      fn(in.src1);
+      break;
+    case Opcode::kSelect:
+      fn(in.src0);
+      fn(in.src1);
+      if (in.has_src2) fn(in.src2);
+      break;
     case Opcode::kMemset:
     case Opcode::kIota:
-    case Opcode::kRng: break;
-    default: fn(in.src0); break;
+    case Opcode::kRng:
+      break;
+    default:
+      fn(in.src0);
+      break;
   }
 }
 
@@ -31,7 +45,8 @@ double LaneCostModel::stride_penalty(const Instruction& in) const {
   // ARCH-v2: a minor-dim stride above 16 bytes halves SBUF bandwidth.
   bool strided = false;
   for_each_tensor(in, [&](const AccessPattern& ap) {
-    if (in_sbuf(ap) && ap.inner_stride_bytes() > sbuf_.stride_penalty_threshold_bytes) strided = true;
+    if (in_sbuf(ap) && ap.inner_stride_bytes() > sbuf_.stride_penalty_threshold_bytes)
+      strided = true;
   });
   return strided ? sbuf_.stride_penalty_factor : 1.0;
 }
@@ -43,10 +58,10 @@ double LaneCostModel::vector_cycles(const Instruction& in, double N) const {
       const bool all16 = is_16bit_float(in.dst.dtype) && is_16bit_float(in.src0.dtype) &&
                          is_16bit_float(in.src1.dtype);
       const bool all_sbuf = in_sbuf(in.src0) && in_sbuf(in.src1) && in_sbuf(in.dst);
-      const bool cheap_op = in.alu0 == AluOp::kAdd || in.alu0 == AluOp::kSubtract ||
-                            in.alu0 == AluOp::kMultiply;
-      const bool contiguous = in.src0.free_contiguous() && in.src1.free_contiguous() &&
-                              in.dst.free_contiguous();
+      const bool cheap_op =
+          in.alu0 == AluOp::kAdd || in.alu0 == AluOp::kSubtract || in.alu0 == AluOp::kMultiply;
+      const bool contiguous =
+          in.src0.free_contiguous() && in.src1.free_contiguous() && in.dst.free_contiguous();
       // ISA-2.26: N if one input is in PSUM or all-BF16 SBUF add/sub/mul; else 2N.
       double c = (one_psum || (all16 && all_sbuf && cheap_op && contiguous)) ? N : 2 * N;
       // ARCH-v3: 2x for both inputs in SBUF and all tensors BF16/FP16.
@@ -89,9 +104,8 @@ ComputeCost LaneCostModel::cost(const Instruction& in, bool) const {
   if (in.is_sync()) return c;
   const bool reads_src0 =
       in.op != Opcode::kMemset && in.op != Opcode::kIota && in.op != Opcode::kRng;
-  const double N = static_cast<double>(reads_src0 && in.op != Opcode::kSelect
-                                           ? in.src0.free_elements()
-                                           : in.dst.free_elements());
+  const double N = static_cast<double>(
+      reads_src0 && in.op != Opcode::kSelect ? in.src0.free_elements() : in.dst.free_elements());
   double cycles = 0;
   switch (kind_) {
     case EngineKind::kVector:
@@ -122,11 +136,16 @@ ComputeCost LaneCostModel::cost(const Instruction& in, bool) const {
 
 std::unique_ptr<ComputeCostModel> make_cost_model(EngineKind engine, const CoreParams& core) {
   switch (engine) {
-    case EngineKind::kTensor: return std::make_unique<TensorCostModel>(core.tensor);
-    case EngineKind::kVector: return std::make_unique<LaneCostModel>(engine, core.vector, core.sbuf);
-    case EngineKind::kScalar: return std::make_unique<LaneCostModel>(engine, core.scalar, core.sbuf);
-    case EngineKind::kGpSimd: return std::make_unique<LaneCostModel>(engine, core.gpsimd, core.sbuf);
-    case EngineKind::kDma: break;
+    case EngineKind::kTensor:
+      return std::make_unique<TensorCostModel>(core.tensor);
+    case EngineKind::kVector:
+      return std::make_unique<LaneCostModel>(engine, core.vector, core.sbuf);
+    case EngineKind::kScalar:
+      return std::make_unique<LaneCostModel>(engine, core.scalar, core.sbuf);
+    case EngineKind::kGpSimd:
+      return std::make_unique<LaneCostModel>(engine, core.gpsimd, core.sbuf);
+    case EngineKind::kDma:
+      break;
   }
   return nullptr;
 }

@@ -25,14 +25,14 @@ NeuronCore::NeuronCore(sc_core::sc_module_name name, uint32_t index, const ChipP
   ctx_.sink = &sim::null_trace_sink();
   ctx_.sbuf_occupancy = OccupancyTracker(chip.core.sbuf.partitions);
   ctx_.psum_occupancy = OccupancyTracker(chip.core.psum.partitions);
-  for (EngineKind k : {EngineKind::kTensor, EngineKind::kVector, EngineKind::kScalar,
-                       EngineKind::kGpSimd}) {
+  for (EngineKind k :
+       {EngineKind::kTensor, EngineKind::kVector, EngineKind::kScalar, EngineKind::kGpSimd}) {
     engines_.push_back(
         std::make_unique<ComputeEngine>(std::string(engine_kind_name(k)).c_str(), ctx_, k));
   }
   for (uint32_t q = 0; q < chip.core.dma.queues; ++q) {
-    engines_.push_back(std::make_unique<DmaQueue>(fmt::format("dma{}", q).c_str(), ctx_,
-                                                  static_cast<uint8_t>(q)));
+    engines_.push_back(
+        std::make_unique<DmaQueue>(fmt::format("dma{}", q).c_str(), ctx_, static_cast<uint8_t>(q)));
   }
 }
 
@@ -41,8 +41,10 @@ void NeuronCore::attach_trace(sim::TraceSink* sink) {
   for (auto& e : engines_) e->reset_trace_tracks();
   if (!ctx_.tracing()) return;
   const std::string proc = ctx_.process_name();
-  ctx_.sbuf_track = ctx_.sink->add_track({proc, "SBUF occupancy (bytes)", sim::TrackKind::kCounter, 100});
-  ctx_.psum_track = ctx_.sink->add_track({proc, "PSUM occupancy (bytes)", sim::TrackKind::kCounter, 101});
+  ctx_.sbuf_track =
+      ctx_.sink->add_track({proc, "SBUF occupancy (bytes)", sim::TrackKind::kCounter, 100});
+  ctx_.psum_track =
+      ctx_.sink->add_track({proc, "PSUM occupancy (bytes)", sim::TrackKind::kCounter, 101});
 }
 
 void NeuronCore::launch(const Program& program) {

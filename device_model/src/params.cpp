@@ -14,7 +14,8 @@ class Reader {
 
   double positive(const std::string& key) const {
     double v = c_.number(key);
-    if (!(v > 0)) throw ConfigError(fmt::format("configuration key '{}' must be > 0, got {}", key, v));
+    if (!(v > 0))
+      throw ConfigError(fmt::format("configuration key '{}' must be > 0, got {}", key, v));
     return v;
   }
   double non_negative(const std::string& key) const {
@@ -42,8 +43,10 @@ LaneEngineParams lane_engine(const Reader& r, const std::string& e) {
   LaneEngineParams p;
   p.frequency_hz = r.positive(e + ".frequency_ghz") * 1e9;
   p.lanes = r.count(e + ".lanes", 1, 1024);
-  if (e != "gpsimd") p.min_ii_cycles = r.count(e + ".min_ii_cycles", 0, 1 << 20);
-  else p.min_ii_cycles = 0;
+  if (e != "gpsimd")
+    p.min_ii_cycles = r.count(e + ".min_ii_cycles", 0, 1 << 20);
+  else
+    p.min_ii_cycles = 0;
   p.pipeline_latency_cycles = r.count(e + ".pipeline_latency_cycles", 0, 1 << 20);
   return p;
 }
@@ -59,9 +62,10 @@ ChipParams parse_chip_params(const Config& config) {
   chip.cores_per_chip = r.count("chip.cores", 1, 64);
   chip.hbm_stacks_per_chip = r.count("chip.hbm_stacks", 1, 64);
   if (chip.cores_per_chip % chip.hbm_stacks_per_chip != 0) {
-    throw ConfigError(fmt::format("configuration key 'chip.cores' ({}) must be a multiple of "
-                                  "'chip.hbm_stacks' ({})",
-                                  chip.cores_per_chip, chip.hbm_stacks_per_chip));
+    throw ConfigError(
+        fmt::format("configuration key 'chip.cores' ({}) must be a multiple of "
+                    "'chip.hbm_stacks' ({})",
+                    chip.cores_per_chip, chip.hbm_stacks_per_chip));
   }
   chip.logical_core_size = r.count("chip.logical_core_size", 1, 8);
   if (chip.cores_per_chip % chip.logical_core_size != 0) {
@@ -69,13 +73,15 @@ ChipParams parse_chip_params(const Config& config) {
   }
 
   const double capacity_gib = r.positive("hbm.capacity_gib");
-  if (capacity_gib > 4096) throw ConfigError("configuration key 'hbm.capacity_gib' must be <= 4096");
+  if (capacity_gib > 4096)
+    throw ConfigError("configuration key 'hbm.capacity_gib' must be <= 4096");
   chip.hbm.capacity_bytes = static_cast<uint64_t>(capacity_gib * (1ull << 30));
   // Positive is not enough: a capacity that truncates to 0 bytes cannot be mapped or indexed.
   if (chip.hbm.capacity_bytes < (1ull << 20)) {
-    throw ConfigError(fmt::format("configuration key 'hbm.capacity_gib' must be >= 1 MiB "
-                                  "(1/1024), got {}",
-                                  capacity_gib));
+    throw ConfigError(
+        fmt::format("configuration key 'hbm.capacity_gib' must be >= 1 MiB "
+                    "(1/1024), got {}",
+                    capacity_gib));
   }
   chip.hbm.bandwidth_bytes_per_s = r.positive("hbm.bandwidth_gbps") * 1e9;
   chip.hbm.latency_ns = r.non_negative("hbm.latency_ns");
@@ -88,7 +94,8 @@ ChipParams parse_chip_params(const Config& config) {
   CoreParams& c = chip.core;
   c.sbuf.partitions = r.count("sbuf.partitions", 1, 1024);
   c.sbuf.partition_bytes = r.count("sbuf.partition_bytes", 1024, 1 << 24);
-  c.sbuf.stride_penalty_threshold_bytes = r.count("sbuf.stride_penalty_threshold_bytes", 1, 1 << 20);
+  c.sbuf.stride_penalty_threshold_bytes =
+      r.count("sbuf.stride_penalty_threshold_bytes", 1, 1 << 20);
   c.sbuf.stride_penalty_factor = r.positive("sbuf.stride_penalty_factor");
   c.psum.partitions = r.count("psum.partitions", 1, 1024);
   c.psum.partition_bytes = r.count("psum.partition_bytes", 64, 1 << 24);
@@ -110,11 +117,14 @@ ChipParams parse_chip_params(const Config& config) {
   t.pipeline_latency_cycles = r.count("tensor.pipeline_latency_cycles", 0, 1 << 20);
   t.transpose_min_cycles = r.count("tensor.transpose_min_cycles", 0, 1 << 20);
   const std::string mode = config.string("tensor.timing_mode");
-  if (mode == "neuroncore") t.timing_mode = TensorTimingMode::kNeuronCore;
-  else if (mode == "scalesim") t.timing_mode = TensorTimingMode::kScaleSim;
+  if (mode == "neuroncore")
+    t.timing_mode = TensorTimingMode::kNeuronCore;
+  else if (mode == "scalesim")
+    t.timing_mode = TensorTimingMode::kScaleSim;
   else {
     throw ConfigError(fmt::format(
-        "configuration key 'tensor.timing_mode' must be 'neuroncore' or 'scalesim', got '{}'", mode));
+        "configuration key 'tensor.timing_mode' must be 'neuroncore' or 'scalesim', got '{}'",
+        mode));
   }
   if (t.rows > c.sbuf.partitions) {
     throw ConfigError("configuration key 'tensor.rows' cannot exceed 'sbuf.partitions'");

@@ -15,8 +15,8 @@ std::string StreamId::display_name() const {
 }
 
 std::optional<StreamId> parse_stream_id(std::string_view name) {
-  for (EngineKind e : {EngineKind::kTensor, EngineKind::kVector, EngineKind::kScalar,
-                       EngineKind::kGpSimd}) {
+  for (EngineKind e :
+       {EngineKind::kTensor, EngineKind::kVector, EngineKind::kScalar, EngineKind::kGpSimd}) {
     if (engine_kind_name(e) == name) return StreamId{e, 0};
   }
   if (name.size() > 3 && name.substr(0, 3) == "dma") {

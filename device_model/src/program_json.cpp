@@ -85,18 +85,24 @@ std::vector<std::string_view> required_fields(Opcode op) {
   switch (op) {
     case Opcode::kMatmul:
     case Opcode::kTensorTensor:
-    case Opcode::kSelect: return {"dst", "src0", "src1"};
-    case Opcode::kActivation: return {"dst", "src0", "func"};
-    case Opcode::kTensorReduce: return {"dst", "src0", "reduce"};
+    case Opcode::kSelect:
+      return {"dst", "src0", "src1"};
+    case Opcode::kActivation:
+      return {"dst", "src0", "func"};
+    case Opcode::kTensorReduce:
+      return {"dst", "src0", "reduce"};
     case Opcode::kTranspose:
     case Opcode::kTensorScalar:
     case Opcode::kTensorCopy:
-    case Opcode::kDmaCopy: return {"dst", "src0"};
+    case Opcode::kDmaCopy:
+      return {"dst", "src0"};
     case Opcode::kIota:
     case Opcode::kMemset:
-    case Opcode::kRng: return {"dst"};
+    case Opcode::kRng:
+      return {"dst"};
     case Opcode::kSemWait:
-    case Opcode::kSemSignal: return {"sem", "value"};
+    case Opcode::kSemSignal:
+      return {"sem", "value"};
   }
   return {};
 }
@@ -130,12 +136,18 @@ AccessPattern access_pattern_from_json(const json& j, const std::string& path) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string p = path + "." + it.key();
     const std::string& k = it.key();
-    if (k == "space") ap.space = get_enum<MemSpace>(*it, p, parse_space, "memory space");
-    else if (k == "dtype") ap.dtype = get_enum<DType>(*it, p, parse_dtype, "dtype");
-    else if (k == "start") ap.start_partition = get_number<uint32_t>(*it, p, 0, 1u << 20);
-    else if (k == "partitions") ap.partitions = get_number<uint32_t>(*it, p, 0, 1u << 30);
-    else if (k == "partition_stride") ap.partition_stride = get_number<int64_t>(*it, p, -(1ll << 40), 1ll << 40);
-    else if (k == "offset") ap.offset = get_number<uint64_t>(*it, p, 0, 1ull << 50);
+    if (k == "space")
+      ap.space = get_enum<MemSpace>(*it, p, parse_space, "memory space");
+    else if (k == "dtype")
+      ap.dtype = get_enum<DType>(*it, p, parse_dtype, "dtype");
+    else if (k == "start")
+      ap.start_partition = get_number<uint32_t>(*it, p, 0, 1u << 20);
+    else if (k == "partitions")
+      ap.partitions = get_number<uint32_t>(*it, p, 0, 1u << 30);
+    else if (k == "partition_stride")
+      ap.partition_stride = get_number<int64_t>(*it, p, -(1ll << 40), 1ll << 40);
+    else if (k == "offset")
+      ap.offset = get_number<uint64_t>(*it, p, 0, 1ull << 50);
     else if (k == "dims") {
       if (!it->is_array()) bad(p, "expected an array of [stride, size] pairs");
       if (it->size() > kMaxFreeDims) bad(p, fmt::format("at most {} free dims", kMaxFreeDims));
@@ -226,7 +238,8 @@ Program program_from_json(const json& j) {
   Program prog;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
-    if (k == "name") prog.name = get_string(*it, "name");
+    if (k == "name")
+      prog.name = get_string(*it, "name");
     else if (k == "hbm_regions") {
       if (!it->is_array()) bad("hbm_regions", "expected an array");
       for (size_t i = 0; i < it->size(); ++i) {
@@ -235,11 +248,16 @@ Program program_from_json(const json& j) {
         if (!r.is_object()) bad(p, "expected an object");
         HbmRegion reg;
         for (auto f = r.begin(); f != r.end(); ++f) {
-          if (f.key() == "name") reg.name = get_string(*f, p + ".name");
-          else if (f.key() == "offset") reg.offset = get_number<uint64_t>(*f, p + ".offset", 0, 1ull << 50);
-          else if (f.key() == "bytes") reg.bytes = get_number<uint64_t>(*f, p + ".bytes", 0, 1ull << 50);
-          else if (f.key() == "init" || f.key() == "output") continue;  // read by tools
-          else bad(p + "." + f.key(), "unknown region field");
+          if (f.key() == "name")
+            reg.name = get_string(*f, p + ".name");
+          else if (f.key() == "offset")
+            reg.offset = get_number<uint64_t>(*f, p + ".offset", 0, 1ull << 50);
+          else if (f.key() == "bytes")
+            reg.bytes = get_number<uint64_t>(*f, p + ".bytes", 0, 1ull << 50);
+          else if (f.key() == "init" || f.key() == "output")
+            continue;  // read by tools
+          else
+            bad(p + "." + f.key(), "unknown region field");
         }
         prog.hbm_regions.push_back(reg);
       }
@@ -271,38 +289,71 @@ Program program_from_json(const json& j) {
           for (auto f = o.begin(); f != o.end(); ++f) {
             const std::string& fk = f.key();
             const std::string fp = p + "." + fk;
-            if (fk == "op") continue;
-            else if (fk == "dst") in.dst = access_pattern_from_json(*f, fp);
-            else if (fk == "src0") in.src0 = access_pattern_from_json(*f, fp);
-            else if (fk == "src1") in.src1 = access_pattern_from_json(*f, fp);
-            else if (fk == "src2") { in.src2 = access_pattern_from_json(*f, fp); in.has_src2 = true; }
-            else if (fk == "acc_dst") { in.acc_dst = access_pattern_from_json(*f, fp); in.has_acc_dst = true; }
-            else if (fk == "alu0") in.alu0 = get_enum<AluOp>(*f, fp, parse_alu_op, "ALU operator");
-            else if (fk == "alu1") in.alu1 = get_enum<AluOp>(*f, fp, parse_alu_op, "ALU operator");
-            else if (fk == "operand0") in.operand0 = scalar_from_json(*f, fp);
-            else if (fk == "operand1") in.operand1 = scalar_from_json(*f, fp);
-            else if (fk == "reverse0") in.reverse0 = f->is_boolean() ? f->get<bool>() : (bad(fp, "expected a boolean"), false);
-            else if (fk == "reverse1") in.reverse1 = f->is_boolean() ? f->get<bool>() : (bad(fp, "expected a boolean"), false);
-            else if (fk == "func") in.func = get_enum<ActFunc>(*f, fp, parse_act_func, "activation function");
-            else if (fk == "reduce") in.reduce = get_enum<ReduceOp>(*f, fp, parse_reduce_op, "reduce operator");
-            else if (fk == "reduce_axes") in.reduce_axes = get_number<uint8_t>(*f, fp, 0, 8);
-            else if (fk == "accumulate") in.accumulate = f->is_boolean() ? f->get<bool>() : (bad(fp, "expected a boolean"), false);
-            else if (fk == "imm") in.imm = get_number<float>(*f, fp, 0, 0);
-            else if (fk == "imm2") in.imm2 = get_number<float>(*f, fp, 0, 0);
-            else if (fk == "dist") in.rng_dist = get_enum<RngDist>(*f, fp, parse_rng_dist, "rng distribution");
-            else if (fk == "rng_seed") in.rng_seed = get_number<uint64_t>(*f, fp, 0, UINT64_MAX);
-            else if (fk == "rng_offset") in.rng_offset = get_number<uint64_t>(*f, fp, 0, UINT64_MAX);
-            else if (fk == "rng_base") in.rng_base = get_number<uint64_t>(*f, fp, 0, UINT64_MAX);
-            else if (fk == "iota_base") in.iota_base = get_number<int32_t>(*f, fp, INT32_MIN, INT32_MAX);
-            else if (fk == "iota_channel_multiplier") in.iota_channel_multiplier = get_number<int32_t>(*f, fp, INT32_MIN, INT32_MAX);
+            if (fk == "op")
+              continue;
+            else if (fk == "dst")
+              in.dst = access_pattern_from_json(*f, fp);
+            else if (fk == "src0")
+              in.src0 = access_pattern_from_json(*f, fp);
+            else if (fk == "src1")
+              in.src1 = access_pattern_from_json(*f, fp);
+            else if (fk == "src2") {
+              in.src2 = access_pattern_from_json(*f, fp);
+              in.has_src2 = true;
+            } else if (fk == "acc_dst") {
+              in.acc_dst = access_pattern_from_json(*f, fp);
+              in.has_acc_dst = true;
+            } else if (fk == "alu0")
+              in.alu0 = get_enum<AluOp>(*f, fp, parse_alu_op, "ALU operator");
+            else if (fk == "alu1")
+              in.alu1 = get_enum<AluOp>(*f, fp, parse_alu_op, "ALU operator");
+            else if (fk == "operand0")
+              in.operand0 = scalar_from_json(*f, fp);
+            else if (fk == "operand1")
+              in.operand1 = scalar_from_json(*f, fp);
+            else if (fk == "reverse0")
+              in.reverse0 =
+                  f->is_boolean() ? f->get<bool>() : (bad(fp, "expected a boolean"), false);
+            else if (fk == "reverse1")
+              in.reverse1 =
+                  f->is_boolean() ? f->get<bool>() : (bad(fp, "expected a boolean"), false);
+            else if (fk == "func")
+              in.func = get_enum<ActFunc>(*f, fp, parse_act_func, "activation function");
+            else if (fk == "reduce")
+              in.reduce = get_enum<ReduceOp>(*f, fp, parse_reduce_op, "reduce operator");
+            else if (fk == "reduce_axes")
+              in.reduce_axes = get_number<uint8_t>(*f, fp, 0, 8);
+            else if (fk == "accumulate")
+              in.accumulate =
+                  f->is_boolean() ? f->get<bool>() : (bad(fp, "expected a boolean"), false);
+            else if (fk == "imm")
+              in.imm = get_number<float>(*f, fp, 0, 0);
+            else if (fk == "imm2")
+              in.imm2 = get_number<float>(*f, fp, 0, 0);
+            else if (fk == "dist")
+              in.rng_dist = get_enum<RngDist>(*f, fp, parse_rng_dist, "rng distribution");
+            else if (fk == "rng_seed")
+              in.rng_seed = get_number<uint64_t>(*f, fp, 0, UINT64_MAX);
+            else if (fk == "rng_offset")
+              in.rng_offset = get_number<uint64_t>(*f, fp, 0, UINT64_MAX);
+            else if (fk == "rng_base")
+              in.rng_base = get_number<uint64_t>(*f, fp, 0, UINT64_MAX);
+            else if (fk == "iota_base")
+              in.iota_base = get_number<int32_t>(*f, fp, INT32_MIN, INT32_MAX);
+            else if (fk == "iota_channel_multiplier")
+              in.iota_channel_multiplier = get_number<int32_t>(*f, fp, INT32_MIN, INT32_MAX);
             else if (fk == "iota_steps") {
               if (!f->is_array() || f->size() > kMaxFreeDims) bad(fp, "expected up to 4 integers");
               for (size_t d = 0; d < f->size(); ++d) {
-                in.iota_steps[d] = get_number<int32_t>((*f)[d], fmt::format("{}[{}]", fp, d), INT32_MIN, INT32_MAX);
+                in.iota_steps[d] = get_number<int32_t>((*f)[d], fmt::format("{}[{}]", fp, d),
+                                                       INT32_MIN, INT32_MAX);
               }
-            } else if (fk == "sem") in.sem = get_number<uint16_t>(*f, fp, 0, 65535);
-            else if (fk == "value") in.sem_value = get_number<int32_t>(*f, fp, INT32_MIN, INT32_MAX);
-            else bad(fp, "unknown instruction field");
+            } else if (fk == "sem")
+              in.sem = get_number<uint16_t>(*f, fp, 0, 65535);
+            else if (fk == "value")
+              in.sem_value = get_number<int32_t>(*f, fp, INT32_MIN, INT32_MAX);
+            else
+              bad(fp, "unknown instruction field");
           }
           stream.instructions.push_back(in);
         }

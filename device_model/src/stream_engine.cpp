@@ -39,7 +39,8 @@ void StreamEngine::trace_slice(sim::TrackId& track, const std::string& row, std:
   if (track == 0) {
     int sort = static_cast<int>(id_.engine) * 2 + (id_.engine == EngineKind::kDma ? id_.queue : 0);
     // Track ids start at 1 so 0 means "not created yet".
-    track = ctx_.sink->add_track({ctx_.process_name(), row, sim::TrackKind::kSlices, 10 + sort}) + 1;
+    track =
+        ctx_.sink->add_track({ctx_.process_name(), row, sim::TrackKind::kSlices, 10 + sort}) + 1;
   }
   args["kernel"] = ctx_.program_name;
   ctx_.sink->slice(track - 1, name, id_.name(), b, e, std::move(args));
@@ -47,9 +48,9 @@ void StreamEngine::trace_slice(sim::TrackId& track, const std::string& row, std:
 
 void StreamEngine::thread() {
   if (!stall_ps_) {
-    stall_ps_ = &ctx_.stats->counter(
-        fmt::format("nc{}.{}.semaphore_wait_ps", ctx_.index, id_.name()), "ps",
-        "time spent blocked on semaphores");
+    stall_ps_ =
+        &ctx_.stats->counter(fmt::format("nc{}.{}.semaphore_wait_ps", ctx_.index, id_.name()), "ps",
+                             "time spent blocked on semaphores");
   }
   for (;;) {
     sc_core::wait(start_ev_);

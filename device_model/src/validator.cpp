@@ -21,32 +21,32 @@ namespace neuronsim::device {
 namespace {
 
 const std::vector<std::string_view> kRules = {
-    "stream-id",             // unknown engine code, or a queue index on a compute-engine stream
-                             // (the device runs neither: their instructions would be dropped)
-    "stream-duplicate",      // two streams with the same engine/queue
-    "dma-queue-range",       // DMA queue index >= dma.queues
-    "engine-opcode",         // opcode not executable on this engine
-    "semaphore-range",       // semaphore index >= semaphores.count
-    "semaphore-value",       // negative wait target or non-positive signal increment
-    "ap-shape",              // > 4 free dims, a zero size, zero partitions, > 2^63 bytes
-    "partition-range",       // SBUF/PSUM partitions beyond the memory
+    "stream-id",         // unknown engine code, or a queue index on a compute-engine stream
+                         // (the device runs neither: their instructions would be dropped)
+    "stream-duplicate",  // two streams with the same engine/queue
+    "dma-queue-range",   // DMA queue index >= dma.queues
+    "engine-opcode",     // opcode not executable on this engine
+    "semaphore-range",   // semaphore index >= semaphores.count
+    "semaphore-value",   // negative wait target or non-positive signal increment
+    "ap-shape",          // > 4 free dims, a zero size, zero partitions, > 2^63 bytes
+    "partition-range",   // SBUF/PSUM partitions beyond the memory
     "partition-start-alignment",  // ARCH-v2 start rules for compute engines
-    "sbuf-bounds",           // bytes outside a partition of SBUF
-    "psum-bounds",           // bytes outside a partition of PSUM
-    "hbm-bounds",            // bytes outside HBM or outside every live allocation/region
-    "memory-space",          // an engine reading/writing a memory it cannot access
-    "dtype-support",         // a data type the instruction does not accept
-    "shape-mismatch",        // operand shapes that do not line up
-    "matmul-contraction",    // K > PE rows or stationary/moving K differ
-    "matmul-stationary-size",  // stationary free size > PE columns
-    "matmul-moving-size",    // moving free size > tensor.moving_free_max
-    "psum-bank",             // matmul output crossing a PSUM bank
-    "free-size-limit",       // VectorE free size beyond 64K (SBUF) / 4K (PSUM)
-    "both-inputs-psum",      // tensor_tensor with both inputs in PSUM
-    "scalar-operand-shape",  // per-partition operand not [P, 1] matching the data
-    "reduce-axes",           // tensor_reduce axes outside 1..ndims
-    "alu-op",                // operator not allowed for the opcode or the operand types
-    "activation-function",   // activation function code out of range
+    "sbuf-bounds",                // bytes outside a partition of SBUF
+    "psum-bounds",                // bytes outside a partition of PSUM
+    "hbm-bounds",                 // bytes outside HBM or outside every live allocation/region
+    "memory-space",               // an engine reading/writing a memory it cannot access
+    "dtype-support",              // a data type the instruction does not accept
+    "shape-mismatch",             // operand shapes that do not line up
+    "matmul-contraction",         // K > PE rows or stationary/moving K differ
+    "matmul-stationary-size",     // stationary free size > PE columns
+    "matmul-moving-size",         // moving free size > tensor.moving_free_max
+    "psum-bank",                  // matmul output crossing a PSUM bank
+    "free-size-limit",            // VectorE free size beyond 64K (SBUF) / 4K (PSUM)
+    "both-inputs-psum",           // tensor_tensor with both inputs in PSUM
+    "scalar-operand-shape",       // per-partition operand not [P, 1] matching the data
+    "reduce-axes",                // tensor_reduce axes outside 1..ndims
+    "alu-op",                     // operator not allowed for the opcode or the operand types
+    "activation-function",        // activation function code out of range
 };
 
 class Checker {
@@ -55,8 +55,8 @@ class Checker {
       : ctx_(ctx), core_(*ctx.core), s_(s), index_(index), in_(in) {}
 
   [[noreturn]] void fail(std::string_view rule, const std::string& detail) const {
-    throw ValidationError(static_cast<int64_t>(index_), s_.id.name(), std::string(opcode_name(in_.op)),
-                          std::string(rule), detail);
+    throw ValidationError(static_cast<int64_t>(index_), s_.id.name(),
+                          std::string(opcode_name(in_.op)), std::string(rule), detail);
   }
   void require(bool ok, std::string_view rule, std::string_view detail) const {
     if (!ok) fail(rule, std::string(detail));
@@ -87,7 +87,8 @@ class Checker {
     }
     if (!fits || n > static_cast<uint64_t>(INT64_MAX)) {
       std::string sizes;
-      for (int k = 0; k < ap.ndims; ++k) sizes += fmt::format("{}{}", k ? " x " : "", ap.dims[k].size);
+      for (int k = 0; k < ap.ndims; ++k)
+        sizes += fmt::format("{}{}", k ? " x " : "", ap.dims[k].size);
       fail("ap-shape", fmt::format("{} has {} partitions x [{}] {} elements: more than 2^63 bytes",
                                    role, ap.partitions, sizes, dtype_name(ap.dtype)));
     }
@@ -122,8 +123,8 @@ class Checker {
         break;
       }
       default:
-        fail("memory-space",
-             fmt::format("{} has an unknown memory space code {}", role, static_cast<int>(ap.space)));
+        fail("memory-space", fmt::format("{} has an unknown memory space code {}", role,
+                                         static_cast<int>(ap.space)));
     }
   }
 
@@ -201,9 +202,12 @@ class Checker {
                   in_.sem_value);
         }
         return;
-      case Opcode::kMatmul: return matmul();
-      case Opcode::kTranspose: return transpose();
-      case Opcode::kActivation: return activation();
+      case Opcode::kMatmul:
+        return matmul();
+      case Opcode::kTranspose:
+        return transpose();
+      case Opcode::kActivation:
+        return activation();
       case Opcode::kTensorTensor: {
         compute_operand(in_.dst, "dst");
         compute_operand(in_.src0, "src0");
@@ -287,7 +291,8 @@ class Checker {
           same_shape(in_.dst, "dst", in_.src2, "on_false (src2)");
         }
         return;
-      case Opcode::kDmaCopy: return dma();
+      case Opcode::kDmaCopy:
+        return dma();
     }
     fail("engine-opcode", "unknown opcode code");
   }
@@ -376,8 +381,8 @@ class Checker {
   void dma() const {
     check_ap(in_.src0, "src0");
     check_ap(in_.dst, "dst");
-    require(in_.src0.space != MemSpace::kPsum && in_.dst.space != MemSpace::kPsum,
-            "memory-space", "DMA moves data between HBM and SBUF; it cannot access PSUM");
+    require(in_.src0.space != MemSpace::kPsum && in_.dst.space != MemSpace::kPsum, "memory-space",
+            "DMA moves data between HBM and SBUF; it cannot access PSUM");
     require(in_.src0.elements() == in_.dst.elements(), "shape-mismatch",
             "src0 has {} elements but dst has {}", in_.src0.elements(), in_.dst.elements());
   }
@@ -392,7 +397,9 @@ class Checker {
 
 }  // namespace
 
-const std::vector<std::string_view>& validation_rules() { return kRules; }
+const std::vector<std::string_view>& validation_rules() {
+  return kRules;
+}
 
 void validate(const Program& program, const ValidationContext& ctx) {
   std::set<std::string> seen;

@@ -2,4 +2,6 @@
 // extension) and never through sc_elab_and_sim; libsystemc.so still needs the symbol to load.
 #include <systemc>
 
-int sc_main(int, char*[]) { return 0; }
+int sc_main(int, char*[]) {
+  return 0;
+}

@@ -19,7 +19,8 @@ TEST(DeviceSmoke, GemmWithBiasAndGeluMatchesHostReference) {
   kernels::fill_normal(dev->hbm_data() + a.bias, s.in_dtype, s.n, 3);
   dev->run(0, kernels::build_gemm(s, a, dev->params().core));
   const auto out = kernels::read_floats(dev->hbm_data() + a.c, s.out_dtype, uint64_t{s.m} * s.n);
-  const auto cmp = kernels::compare(out, kernels::reference_gemm(s, dev->hbm_data(), a), 2e-2, 2e-2);
+  const auto cmp =
+      kernels::compare(out, kernels::reference_gemm(s, dev->hbm_data(), a), 2e-2, 2e-2);
   EXPECT_EQ(cmp.mismatches, 0u) << "max abs error " << cmp.max_abs_error;
 }
 
@@ -33,7 +34,8 @@ TEST(DeviceSmoke, LayerNormMatchesHostReference) {
   kernels::fill_normal(dev->hbm_data() + a.beta, s.dtype, s.dim, 6);
   dev->run(0, kernels::build_layernorm(s, a, dev->params().core));
   const auto out = kernels::read_floats(dev->hbm_data() + a.y, s.dtype, uint64_t{s.rows} * s.dim);
-  const auto cmp = kernels::compare(out, kernels::reference_layernorm(s, dev->hbm_data(), a), 1e-4, 1e-4);
+  const auto cmp =
+      kernels::compare(out, kernels::reference_layernorm(s, dev->hbm_data(), a), 1e-4, 1e-4);
   EXPECT_EQ(cmp.mismatches, 0u) << "max abs error " << cmp.max_abs_error;
 }
 

@@ -31,8 +31,9 @@ device::Program big_copy(const device::CoreParams& core, uint64_t hbm_base = 0) 
   const uint64_t bytes_per_transfer = 128ull * cols * 2;
   for (int i = 0; i < 32; ++i) {
     const auto q = kernels::dma_queue(static_cast<uint8_t>(i % 4));
-    b.emit(q, isa::dma_copy(isa::sbuf_tile(DType::kBf16, 128, (i % 4) * cols * 2, cols),
-                            isa::hbm_rows(DType::kBf16, hbm_base + i * bytes_per_transfer, 128, cols, cols)));
+    b.emit(q, isa::dma_copy(
+                  isa::sbuf_tile(DType::kBf16, 128, (i % 4) * cols * 2, cols),
+                  isa::hbm_rows(DType::kBf16, hbm_base + i * bytes_per_transfer, 128, cols, cols)));
   }
   return std::move(b).build();
 }
@@ -89,9 +90,11 @@ TEST(PerformanceTargets, DoublingHbmBandwidthSpeedsUpMemoryBoundNotComputeBound)
     const std::string base_bw = preset == "trn1" ? "410" : "725";
     const std::string double_bw = preset == "trn1" ? "820" : "1450";
     const double copy_base = in_child([&] { return run_time_ps(preset, {}, false); });
-    const double copy_fast = in_child([&] { return run_time_ps(preset, {"hbm.bandwidth_gbps=" + double_bw}, false); });
+    const double copy_fast =
+        in_child([&] { return run_time_ps(preset, {"hbm.bandwidth_gbps=" + double_bw}, false); });
     const double gemm_base = in_child([&] { return run_time_ps(preset, {}, true); });
-    const double gemm_fast = in_child([&] { return run_time_ps(preset, {"hbm.bandwidth_gbps=" + double_bw}, true); });
+    const double gemm_fast =
+        in_child([&] { return run_time_ps(preset, {"hbm.bandwidth_gbps=" + double_bw}, true); });
     ASSERT_GT(copy_base, 0);
     ASSERT_GT(gemm_base, 0);
     // The copy speeds up until the 16 DMA engines (16 x 27.2 GB/s) become the limit.

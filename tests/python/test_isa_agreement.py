@@ -22,6 +22,9 @@ LB = torch.randn(300)
 IDX = torch.tensor([3, 1, 3, 0])
 B1 = torch.randn(3, 20, 130)
 B2 = torch.randn(3, 130, 40)
+# A contraction longer than one staging stripe (2048 fp32 columns) of the natural-layout path.
+LK1 = torch.randn(20, 2100)
+LK2 = torch.randn(2100, 30)
 
 EXACT = 0.0
 FP32 = 1e-5  # relative to the largest magnitude of the result
@@ -98,6 +101,7 @@ CASES = {
         FP32,
     ),
     "bmm": (torch.bmm, (B1, B2), FP32),
+    "mm_long_k_natural": (lambda a, b: a @ b.t().contiguous().t(), (LK1, LK2), 1e-4),
     "bf16_mm": (lambda a, b: a.bfloat16() @ b.bfloat16(), (X, W), 1e-2),
     # normalisation
     "softmax": (lambda a: a.softmax(-1), (X,), FP32),

@@ -66,9 +66,10 @@ void add_demo_command(CLI::App& app) {
     if (check) {
       const auto out = kernels::read_floats(hbm + ga.c, g.out_dtype, uint64_t{g.m} * g.n);
       const auto cmp = kernels::compare(out, kernels::reference_gemm(g, hbm, ga), 2e-2, 2e-2);
-      report += fmt::format("  check vs host reference: max abs error {:.4g}, {} of {} outside "
-                            "bf16 tolerance\n",
-                            cmp.max_abs_error, cmp.mismatches, out.size());
+      report += fmt::format(
+          "  check vs host reference: max abs error {:.4g}, {} of {} outside "
+          "bf16 tolerance\n",
+          cmp.max_abs_error, cmp.mismatches, out.size());
       if (cmp.mismatches) throw device::Error("GEMM result does not match the host reference");
     }
 
@@ -92,9 +93,10 @@ void add_demo_command(CLI::App& app) {
     if (check) {
       const auto out = kernels::read_floats(hbm + la.y, l.dtype, uint64_t{l.rows} * l.dim);
       const auto cmp = kernels::compare(out, kernels::reference_layernorm(l, hbm, la), 3e-2, 2e-2);
-      report += fmt::format("  check vs host reference: max abs error {:.4g}, {} of {} outside "
-                            "bf16 tolerance\n",
-                            cmp.max_abs_error, cmp.mismatches, out.size());
+      report += fmt::format(
+          "  check vs host reference: max abs error {:.4g}, {} of {} outside "
+          "bf16 tolerance\n",
+          cmp.max_abs_error, cmp.mismatches, out.size());
       if (cmp.mismatches) throw device::Error("layernorm result does not match the host reference");
     }
 

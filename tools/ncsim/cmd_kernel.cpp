@@ -22,8 +22,8 @@ device::DType dtype_arg(const std::string& s) {
   return *t;
 }
 
-nlohmann::json region(const std::string& name, uint64_t offset, uint64_t bytes,
-                      nlohmann::json init, const std::string& output = "") {
+nlohmann::json region(const std::string& name, uint64_t offset, uint64_t bytes, nlohmann::json init,
+                      const std::string& output = "") {
   nlohmann::json r{{"name", name}, {"offset", offset}, {"bytes", bytes}};
   if (!init.is_null()) r["init"] = std::move(init);
   if (!output.empty()) r["output"] = output;
@@ -39,7 +39,9 @@ void write(const nlohmann::json& j, const std::string& path) {
   }
 }
 
-uint64_t align(uint64_t x) { return (x + 4095) / 4096 * 4096; }
+uint64_t align(uint64_t x) {
+  return (x + 4095) / 4096 * 4096;
+}
 
 }  // namespace
 
@@ -81,10 +83,14 @@ void add_kernel_command(CLI::App& app) {
     ad.c = align(ad.bias + uint64_t{s.n} * es);
     nlohmann::json j = device::program_to_json(kernels::build_gemm(s, ad, chip.core));
     j["hbm_regions"] = {
-        region("a_t", ad.a_t, uint64_t{s.k} * s.m * es, {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 1}}),
-        region("b", ad.b, uint64_t{s.k} * s.n * es, {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 2}, {"stddev", 0.05}}),
-        region("bias", ad.bias, uint64_t{s.n} * es, {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 3}}),
-        region("c", ad.c, uint64_t{s.m} * s.n * oes, nullptr, std::string(device::dtype_name(s.out_dtype)))};
+        region("a_t", ad.a_t, uint64_t{s.k} * s.m * es,
+               {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 1}}),
+        region("b", ad.b, uint64_t{s.k} * s.n * es,
+               {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 2}, {"stddev", 0.05}}),
+        region("bias", ad.bias, uint64_t{s.n} * es,
+               {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 3}}),
+        region("c", ad.c, uint64_t{s.m} * s.n * oes, nullptr,
+               std::string(device::dtype_name(s.out_dtype)))};
     write(j, a->out);
   });
 
@@ -105,11 +111,13 @@ void add_kernel_command(CLI::App& app) {
     ad.beta = align(ad.gamma + uint64_t{s.dim} * es);
     ad.y = align(ad.beta + uint64_t{s.dim} * es);
     nlohmann::json j = device::program_to_json(kernels::build_layernorm(s, ad, chip.core));
-    j["hbm_regions"] = {
-        region("x", ad.x, uint64_t{s.rows} * s.dim * es, {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 4}}),
-        region("gamma", ad.gamma, uint64_t{s.dim} * es, {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 5}}),
-        region("beta", ad.beta, uint64_t{s.dim} * es, {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 6}}),
-        region("y", ad.y, uint64_t{s.rows} * s.dim * es, nullptr, a->dtype)};
+    j["hbm_regions"] = {region("x", ad.x, uint64_t{s.rows} * s.dim * es,
+                               {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 4}}),
+                        region("gamma", ad.gamma, uint64_t{s.dim} * es,
+                               {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 5}}),
+                        region("beta", ad.beta, uint64_t{s.dim} * es,
+                               {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 6}}),
+                        region("y", ad.y, uint64_t{s.rows} * s.dim * es, nullptr, a->dtype)};
     write(j, a->out);
   });
 }

@@ -27,12 +27,13 @@ void add_presets_command(CLI::App& app) {
       size_t start = 0;
       while (true) {
         const size_t dot = k.find('.', start);
-        node = &(*node)[k.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
+        node =
+            &(*node)[k.substr(start, dot == std::string::npos ? std::string::npos : dot - start)];
         if (dot == std::string::npos) break;
         start = dot + 1;
       }
-      std::cout << k << " = " << (*node)["value"].dump() << "\n    source: "
-                << (*node)["source"].get<std::string>() << "\n";
+      std::cout << k << " = " << (*node)["value"].dump()
+                << "\n    source: " << (*node)["source"].get<std::string>() << "\n";
     }
   });
 }

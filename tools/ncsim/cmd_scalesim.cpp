@@ -26,7 +26,8 @@ void add_scalesim_command(CLI::App& app) {
   cmd->add_option("--m", a->m, "rows of A (SCALE-Sim M: streamed rows)")->capture_default_str();
   cmd->add_option("--k", a->k, "contraction (SCALE-Sim K)")->capture_default_str();
   cmd->add_option("--n", a->n, "columns of B (SCALE-Sim N: filters)")->capture_default_str();
-  cmd->add_option("-o,--out", a->out, "directory for topology.csv and scalesim.cfg")->capture_default_str();
+  cmd->add_option("-o,--out", a->out, "directory for topology.csv and scalesim.cfg")
+      ->capture_default_str();
   cmd->callback([a] {
     const auto chip = device::parse_chip_params(device::Config::load(a->preset));
     const auto& t = chip.core.tensor;
@@ -34,9 +35,10 @@ void add_scalesim_command(CLI::App& app) {
     // neuronsim's GEMM: C[m, n] = A[m, k] B[k, n] with A^T stationary (m on the PE columns) and
     // B moving (n streamed). In SCALE-Sim's names (HARDWARE.md 7): K = k, N (filters) = m,
     // M (streamed rows) = n. Topology: "Layer Name, M, N, K," with a header, rows ending in ','.
-    std::ofstream(a->out + "/topology.csv")
-        << "Layer Name, M, N, K,\n" << fmt::format("gemm, {}, {}, {},\n", a->n, a->m, a->k);
-    const uint64_t sram_kb = uint64_t{chip.core.sbuf.partitions} * chip.core.sbuf.partition_bytes / 3 / 1024;
+    std::ofstream(a->out + "/topology.csv") << "Layer Name, M, N, K,\n"
+                                            << fmt::format("gemm, {}, {}, {},\n", a->n, a->m, a->k);
+    const uint64_t sram_kb =
+        uint64_t{chip.core.sbuf.partitions} * chip.core.sbuf.partition_bytes / 3 / 1024;
     std::ofstream(a->out + "/scalesim.cfg") << fmt::format(
         "[general]\nrun_name = neuronsim_{}\n\n[architecture_presets]\nArrayHeight : {}\n"
         "ArrayWidth : {}\nIfmapSramSzkB : {}\nFilterSramSzkB : {}\nOfmapSramSzkB : {}\n"
@@ -44,7 +46,8 @@ void add_scalesim_command(CLI::App& app) {
         "Dataflow : ws\nMemoryBanks : 1\n\n[run_presets]\nInterfaceBandwidth : CALC\n",
         a->preset, t.rows, t.columns, sram_kb, sram_kb,
         uint64_t{chip.core.psum.partitions} * chip.core.psum.partition_bytes / 1024);
-    const uint64_t row_folds = (a->k + t.rows - 1) / t.rows, col_folds = (a->m + t.columns - 1) / t.columns;
+    const uint64_t row_folds = (a->k + t.rows - 1) / t.rows,
+                   col_folds = (a->m + t.columns - 1) / t.columns;
     const double folds = static_cast<double>(row_folds * col_folds);
     // SCALE-Sim streams all n rows through each fold once.
     const double scalesim = folds * (2.0 * t.rows + t.columns + a->n - 2.0);

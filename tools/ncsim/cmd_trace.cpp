@@ -24,7 +24,8 @@ void add_trace_command(CLI::App& app) {
     const auto s = traces::summarize(traces::read_trace_file(args->a));
     std::cout << (args->json ? s.to_json().dump(2) + "\n" : traces::format_summary(s));
   });
-  auto* diff = cmd->add_subcommand("diff", "compare two runs engine by engine and kernel by kernel");
+  auto* diff =
+      cmd->add_subcommand("diff", "compare two runs engine by engine and kernel by kernel");
   diff->add_option("a", args->a, "trace A")->required();
   diff->add_option("b", args->b, "trace B")->required();
   diff->add_flag("--json", args->json, "print JSON");

@@ -58,13 +58,15 @@ void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device:
       neuronsim::kernels::fill_normal(p, t, n, seed, r.init.value("stddev", 1.0f));
     } else if (kind == "uniform" || kind == "ones" || kind == "iota") {
       std::mt19937_64 rng(seed);
-      std::uniform_real_distribution<float> u(r.init.value("low", 0.0f), r.init.value("high", 1.0f));
+      std::uniform_real_distribution<float> u(r.init.value("low", 0.0f),
+                                              r.init.value("high", 1.0f));
       for (uint64_t i = 0; i < n; ++i) {
         const float v = kind == "ones" ? 1.0f : (kind == "iota" ? static_cast<float>(i) : u(rng));
         neuronsim::device::store_float(p + i * neuronsim::device::dtype_size(t), t, v);
       }
     } else {
-      throw ProgramFormatError(fmt::format("{}: unknown kind '{}' (normal, uniform, zeros, ones, iota)", where, kind));
+      throw ProgramFormatError(
+          fmt::format("{}: unknown kind '{}' (normal, uniform, zeros, ones, iota)", where, kind));
     }
   }
 }

@@ -8,7 +8,9 @@ namespace neuronsim::traces {
 namespace {
 
 // Chrome trace timestamps are microseconds; print picoseconds exactly (6 decimals).
-std::string us(sim::SimTime t) { return fmt::format("{}.{:06}", t.ps / 1000000, t.ps % 1000000); }
+std::string us(sim::SimTime t) {
+  return fmt::format("{}.{:06}", t.ps / 1000000, t.ps % 1000000);
+}
 
 }  // namespace
 
@@ -17,7 +19,9 @@ ChromeJsonSink::ChromeJsonSink(const std::string& path) : out_(path), path_(path
   out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
 }
 
-ChromeJsonSink::~ChromeJsonSink() { finish(); }
+ChromeJsonSink::~ChromeJsonSink() {
+  finish();
+}
 
 void ChromeJsonSink::event(const nlohmann::json& e) {
   out_ << (first_ ? "" : ",\n") << e.dump();
@@ -29,8 +33,16 @@ int ChromeJsonSink::pid_of(const std::string& process) {
   if (it != pids_.end()) return it->second;
   const int pid = static_cast<int>(pids_.size()) + 1;
   pids_[process] = pid;
-  event({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", process}}}});
-  event({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}});
+  event({{"ph", "M"},
+         {"name", "process_name"},
+         {"pid", pid},
+         {"tid", 0},
+         {"args", {{"name", process}}}});
+  event({{"ph", "M"},
+         {"name", "process_sort_index"},
+         {"pid", pid},
+         {"tid", 0},
+         {"args", {{"sort_index", pid}}}});
   return pid;
 }
 
@@ -45,8 +57,15 @@ sim::TrackId ChromeJsonSink::add_track(const sim::TrackInfo& info) {
   const int tid = static_cast<int>(tracks_.size()) + 1;
   tracks_.push_back({pid, tid, info.name, info.kind});
   if (info.kind == sim::TrackKind::kSlices) {
-    event({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", info.name}}}});
-    event({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", tid},
+    event({{"ph", "M"},
+           {"name", "thread_name"},
+           {"pid", pid},
+           {"tid", tid},
+           {"args", {{"name", info.name}}}});
+    event({{"ph", "M"},
+           {"name", "thread_sort_index"},
+           {"pid", pid},
+           {"tid", tid},
            {"args", {{"sort_index", info.sort_index}}}});
   }
   return static_cast<sim::TrackId>(tracks_.size() - 1);
@@ -57,9 +76,11 @@ void ChromeJsonSink::slice(sim::TrackId track, std::string_view name, std::strin
   const Track& t = tracks_.at(track);
   // Build the line by hand: the timestamps must stay exact decimal strings.
   out_ << (first_ ? "" : ",\n")
-       << fmt::format("{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"name\":{},\"cat\":{},\"args\":{}}}",
-                      t.pid, t.tid, us(begin), us(end - begin), nlohmann::json(name).dump(),
-                      nlohmann::json(category).dump(), args.is_null() ? "{}" : args.dump());
+       << fmt::format(
+              "{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"name\":{},\"cat\":{},"
+              "\"args\":{}}}",
+              t.pid, t.tid, us(begin), us(end - begin), nlohmann::json(name).dump(),
+              nlohmann::json(category).dump(), args.is_null() ? "{}" : args.dump());
   first_ = false;
 }
 

@@ -7,7 +7,9 @@
 namespace neuronsim::traces {
 namespace {
 
-std::string ratio(double a, double b) { return a > 0 ? fmt::format("{:.3f}x", b / a) : "-"; }
+std::string ratio(double a, double b) {
+  return a > 0 ? fmt::format("{:.3f}x", b / a) : "-";
+}
 
 }  // namespace
 
@@ -15,7 +17,8 @@ nlohmann::json diff_json(const Summary& a, const Summary& b) {
   nlohmann::json j;
   j["a"] = a.to_json();
   j["b"] = b.to_json();
-  j["duration_ratio"] = a.duration().ps ? static_cast<double>(b.duration().ps) / a.duration().ps : 0.0;
+  j["duration_ratio"] =
+      a.duration().ps ? static_cast<double>(b.duration().ps) / a.duration().ps : 0.0;
   return j;
 }
 
@@ -25,7 +28,8 @@ std::string format_diff(const Summary& a, const Summary& b, const std::string& n
   out += fmt::format("A = {}\nB = {}\n\n", na, nb);
   out += fmt::format("{:<26} {:>14} {:>14} {:>10}\n", "", "A", "B", "B/A");
   auto row = [&](const std::string& what, double x, double y, const std::string& unit) {
-    out += fmt::format("{:<26} {:>12.3f}{:<2} {:>12.3f}{:<2} {:>10}\n", what, x, unit, y, unit, ratio(x, y));
+    out += fmt::format("{:<26} {:>12.3f}{:<2} {:>12.3f}{:<2} {:>10}\n", what, x, unit, y, unit,
+                       ratio(x, y));
   };
   row("simulated time (us)", a.duration().us(), b.duration().us(), "");
   row("TensorE TFLOP/s", a.achieved_flops_per_s * 1e-12, b.achieved_flops_per_s * 1e-12, "");

@@ -9,7 +9,8 @@ sim::TrackId MemoryTraceSink::add_track(const sim::TrackInfo& info) {
 
 void MemoryTraceSink::slice(sim::TrackId track, std::string_view name, std::string_view category,
                             sim::SimTime begin, sim::SimTime end, nlohmann::json args) {
-  trace_.slices.push_back({track, std::string(name), std::string(category), begin, end, std::move(args)});
+  trace_.slices.push_back(
+      {track, std::string(name), std::string(category), begin, end, std::move(args)});
 }
 
 void MemoryTraceSink::counter(sim::TrackId track, sim::SimTime t, double value) {

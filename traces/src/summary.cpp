@@ -10,7 +10,9 @@ namespace {
 bool is_compute_engine(const std::string& n) {
   return n == "TensorE" || n == "VectorE" || n == "ScalarE" || n == "GpSimdE";
 }
-bool is_dma_queue(const std::string& n) { return n.rfind("DMA q", 0) == 0; }
+bool is_dma_queue(const std::string& n) {
+  return n.rfind("DMA q", 0) == 0;
+}
 
 }  // namespace
 
@@ -102,10 +104,11 @@ Summary summarize(const Trace& t) {
     s.peak_flops_per_s = p.value("tensor_flops_per_core", 0.0) * cores;
     // Each core streams from the stack it is attached to; stacks shared by several active cores
     // count once.
-    const double cores_per_stack = t.metadata.contains("config")
-        ? std::max(1.0, t.metadata["config"].value("chip.cores", 1.0) /
-                            t.metadata["config"].value("chip.hbm_stacks", 1.0))
-        : 1.0;
+    const double cores_per_stack =
+        t.metadata.contains("config")
+            ? std::max(1.0, t.metadata["config"].value("chip.cores", 1.0) /
+                                t.metadata["config"].value("chip.hbm_stacks", 1.0))
+            : 1.0;
     const double stacks = std::ceil(cores / cores_per_stack);
     s.peak_hbm_bytes_per_s = p.value("hbm_bytes_per_s_per_stack", 0.0) * stacks;
   }
@@ -129,8 +132,11 @@ nlohmann::json Summary::to_json() const {
   j["peak_hbm_bytes_per_s"] = peak_hbm_bytes_per_s;
   auto& es = j["engines"] = nlohmann::json::array();
   for (const auto& e : engines) {
-    es.push_back({{"process", e.process}, {"engine", e.engine}, {"instructions", e.instructions},
-                  {"busy_ns", e.busy.ns()}, {"utilisation", e.utilisation}});
+    es.push_back({{"process", e.process},
+                  {"engine", e.engine},
+                  {"instructions", e.instructions},
+                  {"busy_ns", e.busy.ns()},
+                  {"utilisation", e.utilisation}});
   }
   auto& ks = j["kernels"] = nlohmann::json::array();
   for (const auto& k : kernels) {

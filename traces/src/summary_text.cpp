@@ -19,7 +19,8 @@ std::string bytes_str(double b) {
 }
 
 std::string of_peak(double achieved, double peak) {
-  return peak > 0 ? fmt::format("{:.1f}% of peak {:.2f}", 100.0 * achieved / peak, peak) : "peak n/a";
+  return peak > 0 ? fmt::format("{:.1f}% of peak {:.2f}", 100.0 * achieved / peak, peak)
+                  : "peak n/a";
 }
 
 }  // namespace

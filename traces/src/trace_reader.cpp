@@ -29,9 +29,10 @@ Trace parse_trace(const std::string& text, const std::string& origin) {
   try {
     doc = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw TraceFormatError(fmt::format("{}: not a valid JSON trace ({}){}", origin,
-                                       e.byte >= text.size() ? "the file ends early" : "syntax error",
-                                       e.byte >= text.size() ? " - was it truncated?" : fmt::format(" at byte {}", e.byte)));
+    throw TraceFormatError(fmt::format(
+        "{}: not a valid JSON trace ({}){}", origin,
+        e.byte >= text.size() ? "the file ends early" : "syntax error",
+        e.byte >= text.size() ? " - was it truncated?" : fmt::format(" at byte {}", e.byte)));
   }
   const nlohmann::json* events = nullptr;
   if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) {
@@ -39,7 +40,8 @@ Trace parse_trace(const std::string& text, const std::string& origin) {
   } else if (doc.is_array()) {
     events = &doc;
   } else {
-    throw TraceFormatError(fmt::format("{}: not a Chrome trace (no \"traceEvents\" array)", origin));
+    throw TraceFormatError(
+        fmt::format("{}: not a Chrome trace (no \"traceEvents\" array)", origin));
   }
   Trace t;
   if (doc.is_object() && doc.contains("otherData") && doc["otherData"].is_object()) {
@@ -70,13 +72,14 @@ Trace parse_trace(const std::string& text, const std::string& origin) {
     try {
       if (ph == "X") {
         const int64_t pid = e.value("pid", 0), tid = e.value("tid", 0);
-        auto [it, added] = slice_tracks.try_emplace({pid, tid}, static_cast<sim::TrackId>(t.tracks.size()));
+        auto [it, added] =
+            slice_tracks.try_emplace({pid, tid}, static_cast<sim::TrackId>(t.tracks.size()));
         if (added) {
           auto tn = thread_names.find({pid, tid});
-          t.tracks.push_back({process_of(pid),
-                              tn != thread_names.end() ? tn->second.first : fmt::format("tid {}", tid),
-                              sim::TrackKind::kSlices,
-                              tn != thread_names.end() ? tn->second.second : 0});
+          t.tracks.push_back(
+              {process_of(pid),
+               tn != thread_names.end() ? tn->second.first : fmt::format("tid {}", tid),
+               sim::TrackKind::kSlices, tn != thread_names.end() ? tn->second.second : 0});
         }
         const sim::SimTime b = from_us(e.at("ts"));
         const sim::SimTime d = e.contains("dur") ? from_us(e["dur"]) : sim::SimTime{};
@@ -85,7 +88,8 @@ Trace parse_trace(const std::string& text, const std::string& origin) {
       } else if (ph == "C") {
         const int64_t pid = e.value("pid", 0);
         const std::string name = e.value("name", "");
-        auto [it, added] = counter_tracks.try_emplace({pid, name}, static_cast<sim::TrackId>(t.tracks.size()));
+        auto [it, added] =
+            counter_tracks.try_emplace({pid, name}, static_cast<sim::TrackId>(t.tracks.size()));
         if (added) t.tracks.push_back({process_of(pid), name, sim::TrackKind::kCounter, 0});
         double v = 0;
         if (e.contains("args") && e["args"].is_object() && !e["args"].empty()) {
@@ -94,7 +98,8 @@ Trace parse_trace(const std::string& text, const std::string& origin) {
         t.counters.push_back({it->second, from_us(e.at("ts")), v});
       }
     } catch (const nlohmann::json::exception& ex) {
-      throw TraceFormatError(fmt::format("{}: event {} is malformed: {}", origin, index, ex.what()));
+      throw TraceFormatError(
+          fmt::format("{}: event {} is malformed: {}", origin, index, ex.what()));
     }
   }
   return t;

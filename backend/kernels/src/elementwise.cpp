@@ -59,7 +59,9 @@ std::vector<std::vector<int64_t>> strides_of(const std::vector<TensorDesc>& ts,
 struct SbufPlan {
   uint64_t base = 0, tile_bytes = 0;
   uint32_t per_slot = 0;
-  uint64_t at(int slot, uint32_t i) const { return base + (uint64_t{slot} * per_slot + i) * tile_bytes; }
+  uint64_t at(int slot, uint32_t i) const {
+    return base + (uint64_t{slot} * per_slot + i) * tile_bytes;
+  }
 };
 
 }  // namespace
@@ -72,11 +74,12 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
   const uint32_t nbuf = static_cast<uint32_t>(inputs.size() + expr.steps.size());
   // Two slots of every buffer within ~3/4 of a partition.
   const uint64_t budget = core.sbuf.partition_bytes * 3 / 4;
-  const uint64_t max_free = std::max<uint64_t>(1, std::min<uint64_t>(core.vector.max_free_elements_sbuf,
-                                                                     budget / (2 * nbuf * 4)));
+  const uint64_t max_free = std::max<uint64_t>(
+      1, std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (2 * nbuf * 4)));
   std::vector<TensorDesc> all = inputs;
   all.push_back(out);
-  const auto tiles = make_tiles(out.sizes, strides_of(all, out.sizes), core.sbuf.partitions, max_free);
+  const auto tiles =
+      make_tiles(out.sizes, strides_of(all, out.sizes), core.sbuf.partitions, max_free);
   uint64_t tile_free = 1;
   for (const Tile& t : tiles) tile_free = std::max(tile_free, t.free_elements());
   SbufPlan plan{b.alloc_sbuf(2 * nbuf * tile_free * 4), tile_free * 4, nbuf};
@@ -98,12 +101,15 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
     // Loads.
     b.wait(qload, slot_free[slot]);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      b.emit(qload, isa::dma_copy(buf(static_cast<uint32_t>(i)), tile_ap(inputs[i], t, t.operands[i])));
+      b.emit(qload,
+             isa::dma_copy(buf(static_cast<uint32_t>(i)), tile_ap(inputs[i], t, t.operands[i])));
     }
     const Token loaded = inputs.empty() ? Token{} : b.mark(qload);
     // Compute: each step on its engine, waiting for the steps it reads.
     std::vector<Token> done(expr.steps.size());
-    auto tensor_arg = [&](const Arg& a) { return buf(a.kind == Arg::kInput ? a.index : static_cast<uint32_t>(inputs.size()) + a.index); };
+    auto tensor_arg = [&](const Arg& a) {
+      return buf(a.kind == Arg::kInput ? a.index : static_cast<uint32_t>(inputs.size()) + a.index);
+    };
     for (size_t s = 0; s < expr.steps.size(); ++s) {
       const Step& st = expr.steps[s];
       const StreamId e = st.kind == Step::kAct ? kScalar : kVector;
@@ -117,7 +123,8 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
         if (st.a.kind == Arg::kImm) {
           b.emit(e, isa::memset(dst, apply_activation(st.act, st.a.imm * st.scale + st.bias)));
         } else {
-          b.emit(e, isa::activation(dst, tensor_arg(st.a), st.act, isa::imm(st.scale), isa::imm(st.bias)));
+          b.emit(e, isa::activation(dst, tensor_arg(st.a), st.act, isa::imm(st.scale),
+                                    isa::imm(st.bias)));
         }
       } else if (st.kind == Step::kAlu) {
         if (st.a.kind != Arg::kImm && st.b.kind != Arg::kImm) {
@@ -134,13 +141,17 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
       } else {  // select
         if (st.a.kind == Arg::kImm) {
           const Arg& pick = st.a.imm != 0.0f ? st.b : st.c;
-          if (pick.kind == Arg::kImm) b.emit(e, isa::memset(dst, pick.imm));
-          else b.emit(e, isa::tensor_copy(dst, tensor_arg(pick)));
+          if (pick.kind == Arg::kImm)
+            b.emit(e, isa::memset(dst, pick.imm));
+          else
+            b.emit(e, isa::tensor_copy(dst, tensor_arg(pick)));
         } else if (st.b.kind == Arg::kImm) {
           // select needs a tensor on_true: materialise the constant first.
           b.emit(e, isa::memset(dst, st.b.imm));
-          if (st.c.kind == Arg::kImm) b.emit(e, isa::select(dst, tensor_arg(st.a), dst, st.c.imm));
-          else b.emit(e, isa::select(dst, tensor_arg(st.a), dst, tensor_arg(st.c)));
+          if (st.c.kind == Arg::kImm)
+            b.emit(e, isa::select(dst, tensor_arg(st.a), dst, st.c.imm));
+          else
+            b.emit(e, isa::select(dst, tensor_arg(st.a), dst, tensor_arg(st.c)));
         } else if (st.c.kind == Arg::kImm) {
           b.emit(e, isa::select(dst, tensor_arg(st.a), tensor_arg(st.b), st.c.imm));
         } else {
@@ -168,14 +179,16 @@ Program build_copies(const std::string& name,
   ProgramBuilder b(name, core);
   const uint64_t budget = core.sbuf.partition_bytes * 3 / 4;
   uint64_t es = 1;
-  for (const auto& [in, out] : pairs) es = std::max({es, dtype_size(in.dtype), dtype_size(out.dtype)});
+  for (const auto& [in, out] : pairs)
+    es = std::max({es, dtype_size(in.dtype), dtype_size(out.dtype)});
   const uint64_t max_free = std::max<uint64_t>(1, budget / (2 * es));
   const uint64_t base = b.alloc_sbuf(2 * max_free * es);
   Token slot_free[2];
   const StreamId qload = dma_queue(0), qstore = dma_queue(1);
   uint64_t n = 0;
   for (const auto& [in, out] : pairs) {
-    const auto tiles = make_tiles(out.sizes, strides_of({in, out}, out.sizes), core.sbuf.partitions, max_free);
+    const auto tiles =
+        make_tiles(out.sizes, strides_of({in, out}, out.sizes), core.sbuf.partitions, max_free);
     for (const Tile& t : tiles) {
       const int slot = static_cast<int>(n++ % 2);
       AccessPattern s = isa::sbuf(out.dtype, 0, t.partitions, base + slot * max_free * es,
@@ -199,7 +212,8 @@ Program build_triangle(const std::string& name, const TensorDesc& in, const Tens
   const std::vector<int64_t> is = strides_of({in}, out.sizes)[0];
   const uint32_t P = core.sbuf.partitions;
   const uint32_t chunk = static_cast<uint32_t>(std::min<int64_t>(C, 8192));
-  const uint64_t x_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4), m_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4);
+  const uint64_t x_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4),
+                 m_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4);
   const StreamId qin = dma_queue(0), qout = dma_queue(1);
   Token slot_free[2];
   uint64_t n = 0;
@@ -218,8 +232,10 @@ Program build_triangle(const std::string& name, const TensorDesc& in, const Tens
       for (int64_t c0 = 0; c0 < C; c0 += chunk) {
         const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, C - c0));
         const int s = static_cast<int>(n++ % 2);
-        const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + s * uint64_t{chunk} * 4, cw);
-        const AccessPattern m = isa::sbuf_tile(DType::kFp32, p, m_off + s * uint64_t{chunk} * 4, cw);
+        const AccessPattern x =
+            isa::sbuf_tile(DType::kFp32, p, x_off + s * uint64_t{chunk} * 4, cw);
+        const AccessPattern m =
+            isa::sbuf_tile(DType::kFp32, p, m_off + s * uint64_t{chunk} * 4, cw);
         auto ap = [&](const TensorDesc& t, int64_t base, int64_t rs, int64_t cs) {
           AccessPattern a;
           a.space = MemSpace::kHbm;
@@ -227,7 +243,8 @@ Program build_triangle(const std::string& name, const TensorDesc& in, const Tens
           a.partitions = p;
           a.partition_stride = rs;
           a.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
-                                           (base + r0 * rs + c0 * cs) * static_cast<int64_t>(dtype_size(t.dtype)));
+                                           (base + r0 * rs + c0 * cs) *
+                                               static_cast<int64_t>(dtype_size(t.dtype)));
           a.ndims = 1;
           a.dims[0] = {cs, cw};
           return a;
@@ -296,7 +313,8 @@ Program build_arange(const std::string& name, const TensorDesc& out, double star
   return std::move(b).build();
 }
 
-Program build_fill(const std::string& name, const TensorDesc& out, float value, const CoreParams& core) {
+Program build_fill(const std::string& name, const TensorDesc& out, float value,
+                   const CoreParams& core) {
   Expr e;
   e.alu(AluOp::kBypass, Arg::constant(value), Arg::constant(0));
   return build_elementwise(name, {}, out, e, core);

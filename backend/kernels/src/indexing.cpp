@@ -73,7 +73,8 @@ Program build_indexed_fill(const std::string& name, const TensorDesc& dst,
   int64_t widest = 1;
   for (const Run& r : runs) widest = std::max(widest, r.len);
   const uint64_t off = b.alloc_sbuf(static_cast<uint64_t>(widest) * 4);
-  b.emit(kVector, isa::memset(isa::sbuf_tile(DType::kFp32, 1, off, static_cast<uint32_t>(widest)), value));
+  b.emit(kVector,
+         isa::memset(isa::sbuf_tile(DType::kFp32, 1, off, static_cast<uint32_t>(widest)), value));
   const Token filled = b.mark(kVector);
   for (const Run& r : runs) {
     const StreamId q = dma_queue(static_cast<uint8_t>((r.dst / std::max<int64_t>(1, r.len)) % 4));
@@ -88,7 +89,8 @@ Program build_indexed_copy(const std::string& name, const TensorDesc& src,
                            const std::vector<int64_t>& src_pos, const TensorDesc& dst,
                            const std::vector<int64_t>& dst_pos, bool accumulate,
                            const CoreParams& core) {
-  if (src_pos.size() != dst_pos.size()) throw std::invalid_argument("indexed copy: position counts differ");
+  if (src_pos.size() != dst_pos.size())
+    throw std::invalid_argument("indexed copy: position counts differ");
   const auto runs = make_runs(&src, &src_pos, dst, dst_pos,
                               static_cast<int64_t>(core.vector.max_free_elements_sbuf));
   ProgramBuilder b(name, core);
@@ -109,7 +111,8 @@ Program build_indexed_copy(const std::string& name, const TensorDesc& src,
   Token stored;
   for (const Run& r : runs) {
     const uint32_t n = static_cast<uint32_t>(r.len);
-    const AccessPattern acc = isa::sbuf_tile(DType::kFp32, 1, a_off, n), add = isa::sbuf_tile(DType::kFp32, 1, s_off, n);
+    const AccessPattern acc = isa::sbuf_tile(DType::kFp32, 1, a_off, n),
+                        add = isa::sbuf_tile(DType::kFp32, 1, s_off, n);
     b.wait(qin, stored);  // read-modify-write in order
     b.emit(qin, isa::dma_copy(acc, run_ap(dst, r.dst, r.len)));
     b.emit(qin, isa::dma_copy(add, run_ap(src, r.src, r.len)));

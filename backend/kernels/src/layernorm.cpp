@@ -47,7 +47,9 @@ Program build_layernorm(const LayerNormSpec& s, const LayerNormAddresses& addr,
     const int slot = static_cast<int>(tile % 2);
     const AccessPattern x = isa::sbuf_tile(DType::kFp32, rp, x_off + slot * uint64_t{D} * 4, D);
     const AccessPattern y = isa::sbuf_tile(s.dtype, rp, y_off + slot * uint64_t{D} * es, D);
-    auto stat = [&](int i) { return isa::sbuf_tile(DType::kFp32, rp, stats_off + (slot * 4 + i) * 4, 1); };
+    auto stat = [&](int i) {
+      return isa::sbuf_tile(DType::kFp32, rp, stats_off + (slot * 4 + i) * 4, 1);
+    };
     const AccessPattern sum = stat(0), neg_mean = stat(1), ssq = stat(2), rstd = stat(3);
 
     b.wait(qin, x_release[slot]);
@@ -60,13 +62,15 @@ Program build_layernorm(const LayerNormSpec& s, const LayerNormAddresses& addr,
     const Token mean_tok = b.mark(kVector);
 
     b.wait(kScalar, mean_tok);
-    Instruction sq = isa::activation(isa::sbuf_tile(DType::kFp32, rp, sq_off, D), x, ActFunc::kSquare,
-                                     isa::imm(1.0f), isa::per_partition(neg_mean));
+    Instruction sq =
+        isa::activation(isa::sbuf_tile(DType::kFp32, rp, sq_off, D), x, ActFunc::kSquare,
+                        isa::imm(1.0f), isa::per_partition(neg_mean));
     sq.acc_dst = ssq;
     sq.has_acc_dst = true;
     b.emit(kScalar, sq);
     // rstd = rsqrt(ssq / D + eps) in one activation: func(in * scale + bias).
-    b.emit(kScalar, isa::activation(rstd, ssq, ActFunc::kRsqrt, isa::imm(1.0f / D), isa::imm(s.eps)));
+    b.emit(kScalar,
+           isa::activation(rstd, ssq, ActFunc::kRsqrt, isa::imm(1.0f / D), isa::imm(s.eps)));
     const Token rstd_tok = b.mark(kScalar);
 
     b.wait(kVector, rstd_tok);
@@ -74,13 +78,16 @@ Program build_layernorm(const LayerNormSpec& s, const LayerNormAddresses& addr,
     b.wait(kVector, y_release[slot]);
     b.emit(kVector, isa::tensor_scalar(x, x, AluOp::kAdd, isa::per_partition(neg_mean),
                                        AluOp::kMultiply, isa::per_partition(rstd)));
-    b.emit(kVector, isa::tensor_tensor(x, x, isa::sbuf_tile(DType::kFp32, rp, gamma_off, D), AluOp::kMultiply));
-    b.emit(kVector, isa::tensor_tensor(y, x, isa::sbuf_tile(DType::kFp32, rp, beta_off, D), AluOp::kAdd));
+    b.emit(kVector, isa::tensor_tensor(x, x, isa::sbuf_tile(DType::kFp32, rp, gamma_off, D),
+                                       AluOp::kMultiply));
+    b.emit(kVector,
+           isa::tensor_tensor(y, x, isa::sbuf_tile(DType::kFp32, rp, beta_off, D), AluOp::kAdd));
     const Token v_tok = b.mark(kVector);
     x_release[slot] = v_tok;
 
     b.wait(qout, v_tok);
-    b.emit(qout, isa::dma_copy(isa::hbm_rows(s.dtype, addr.y + uint64_t{r0} * D * es, rp, D, D), y));
+    b.emit(qout,
+           isa::dma_copy(isa::hbm_rows(s.dtype, addr.y + uint64_t{r0} * D * es, rp, D, D), y));
     y_release[slot] = b.mark(qout);
   }
   return std::move(b).build();

@@ -18,7 +18,8 @@ namespace {
 
 // Folds the trailing `n` dims of every operand into one column dim (they must be contiguous
 // within each operand that has them).
-void fold_trailing(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides, int64_t n) {
+void fold_trailing(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides,
+                   int64_t n) {
   const size_t nd = sizes.size();
   if (n <= 1) return;
   int64_t cols = 1;
@@ -52,8 +53,10 @@ AccessPattern row_stats_ap(const TensorDesc& s, int64_t row0, uint32_t p) {
 
 uint32_t chunk_of(const CoreParams& core, uint32_t buffers, int64_t cols) {
   const uint64_t budget = core.sbuf.partition_bytes * 3 / 4;
-  const uint64_t cap = std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (4 * buffers));
-  return static_cast<uint32_t>(std::min<int64_t>(cols, static_cast<int64_t>(std::max<uint64_t>(cap, 1))));
+  const uint64_t cap =
+      std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (4 * buffers));
+  return static_cast<uint32_t>(
+      std::min<int64_t>(cols, static_cast<int64_t>(std::max<uint64_t>(cap, 1))));
 }
 
 }  // namespace
@@ -61,7 +64,8 @@ uint32_t chunk_of(const CoreParams& core, uint32_t buffers, int64_t cols) {
 Program build_softmax(const std::string& name, const TensorDesc& in, const TensorDesc& out,
                       int64_t dim, bool log, const CoreParams& core) {
   ProgramBuilder b(name, core);
-  const RowLayout l = row_layout(out.sizes, {broadcast_strides(in, out.sizes), out.strides}, dim, core.sbuf.partitions);
+  const RowLayout l = row_layout(out.sizes, {broadcast_strides(in, out.sizes), out.strides}, dim,
+                                 core.sbuf.partitions);
   const uint32_t chunk = chunk_of(core, 4, l.cols);
   const bool one_pass = chunk >= l.cols;
   const uint64_t x_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4);
@@ -73,7 +77,8 @@ Program build_softmax(const std::string& name, const TensorDesc& in, const Tenso
   for (const RowTile& t : l.tiles) {
     const uint32_t p = t.rows;
     auto col = [&](int i) { return isa::sbuf_tile(DType::kFp32, p, s_off + i * 4, 1); };
-    const AccessPattern m = col(0), part = col(1), neg_m = col(2), sum = col(3), r = col(4), shift = col(5);
+    const AccessPattern m = col(0), part = col(1), neg_m = col(2), sum = col(3), r = col(4),
+                        shift = col(5);
     b.wait(kVector, stats_free);
     b.wait(kScalar, stats_free);
     auto load = [&](int64_t c0, uint32_t cw) {
@@ -97,7 +102,8 @@ Program build_softmax(const std::string& name, const TensorDesc& in, const Tenso
     const Token have_max = b.mark(kVector);
     for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
       const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
-      AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + ((n - 1) % 2) * uint64_t{chunk} * 4, cw);
+      AccessPattern x =
+          isa::sbuf_tile(DType::kFp32, p, x_off + ((n - 1) % 2) * uint64_t{chunk} * 4, cw);
       int s = static_cast<int>((n - 1) % 2);
       if (!one_pass) std::tie(x, s) = load(c0, cw);
       const Token loaded = b.mark(qin);
@@ -106,7 +112,8 @@ Program build_softmax(const std::string& name, const TensorDesc& in, const Tenso
       b.wait(kScalar, loaded);
       b.wait(kScalar, have_max);
       b.wait(kScalar, y_free[ys]);
-      Instruction e = isa::activation(y, x, ActFunc::kExp, isa::imm(1.0f), isa::per_partition(neg_m));
+      Instruction e =
+          isa::activation(y, x, ActFunc::kExp, isa::imm(1.0f), isa::per_partition(neg_m));
       e.has_acc_dst = true;
       e.acc_dst = c0 == 0 ? sum : part;
       b.emit(kScalar, e);
@@ -138,7 +145,8 @@ Program build_softmax(const std::string& name, const TensorDesc& in, const Tenso
     for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
       const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
       const int ys = static_cast<int>(n % 2);
-      AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + ((n - 1) % 2) * uint64_t{chunk} * 4, cw);
+      AccessPattern x =
+          isa::sbuf_tile(DType::kFp32, p, x_off + ((n - 1) % 2) * uint64_t{chunk} * 4, cw);
       AccessPattern y = isa::sbuf_tile(DType::kFp32, p, y_off + ys * uint64_t{chunk} * 4, cw);
       if (!one_pass) {
         auto lx = load(c0, cw);
@@ -147,7 +155,8 @@ Program build_softmax(const std::string& name, const TensorDesc& in, const Tenso
         b.wait(kVector, y_free[ys]);
         b.wait(kScalar, y_free[ys]);
         if (!log) {
-          b.emit(kScalar, isa::activation(y, x, ActFunc::kExp, isa::imm(1.0f), isa::per_partition(neg_m)));
+          b.emit(kScalar,
+                 isa::activation(y, x, ActFunc::kExp, isa::imm(1.0f), isa::per_partition(neg_m)));
           b.wait(kVector, b.mark(kScalar));
         }
         x_free[lx.second] = Token{};
@@ -170,22 +179,27 @@ Program build_softmax(const std::string& name, const TensorDesc& in, const Tenso
 }
 
 Program build_softmax_backward(const std::string& name, const TensorDesc& g, const TensorDesc& y,
-                               const TensorDesc& gi, int64_t dim, bool log, const CoreParams& core) {
+                               const TensorDesc& gi, int64_t dim, bool log,
+                               const CoreParams& core) {
   ProgramBuilder b(name, core);
-  const RowLayout l = row_layout(gi.sizes, {broadcast_strides(g, gi.sizes), broadcast_strides(y, gi.sizes), gi.strides},
-                                 dim, core.sbuf.partitions);
+  const RowLayout l = row_layout(
+      gi.sizes, {broadcast_strides(g, gi.sizes), broadcast_strides(y, gi.sizes), gi.strides}, dim,
+      core.sbuf.partitions);
   const uint32_t chunk = chunk_of(core, 6, l.cols);
-  const uint64_t g_off = b.alloc_sbuf(uint64_t{chunk} * 4), y_off = b.alloc_sbuf(uint64_t{chunk} * 4),
+  const uint64_t g_off = b.alloc_sbuf(uint64_t{chunk} * 4),
+                 y_off = b.alloc_sbuf(uint64_t{chunk} * 4),
                  w_off = b.alloc_sbuf(uint64_t{chunk} * 4), s_off = b.alloc_sbuf(4 * 4);
   const StreamId qin = dma_queue(0), qout = dma_queue(1);
   Token free_all;
   for (const RowTile& t : l.tiles) {
     const uint32_t p = t.rows;
-    const AccessPattern s = isa::sbuf_tile(DType::kFp32, p, s_off, 1), part = isa::sbuf_tile(DType::kFp32, p, s_off + 4, 1);
+    const AccessPattern s = isa::sbuf_tile(DType::kFp32, p, s_off, 1),
+                        part = isa::sbuf_tile(DType::kFp32, p, s_off + 4, 1);
     // Pass 1: s = sum(g * y) (softmax) or sum(g) (log_softmax).
     for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
       const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
-      const AccessPattern gt = isa::sbuf_tile(DType::kFp32, p, g_off, cw), yt = isa::sbuf_tile(DType::kFp32, p, y_off, cw),
+      const AccessPattern gt = isa::sbuf_tile(DType::kFp32, p, g_off, cw),
+                          yt = isa::sbuf_tile(DType::kFp32, p, y_off, cw),
                           w = isa::sbuf_tile(DType::kFp32, p, w_off, cw);
       b.wait(qin, free_all);
       b.emit(qin, isa::dma_copy(gt, row_ap(g, l, t, 0, c0, cw)));
@@ -204,7 +218,8 @@ Program build_softmax_backward(const std::string& name, const TensorDesc& g, con
     // Pass 2: outputs.
     for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
       const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
-      const AccessPattern gt = isa::sbuf_tile(DType::kFp32, p, g_off, cw), yt = isa::sbuf_tile(DType::kFp32, p, y_off, cw),
+      const AccessPattern gt = isa::sbuf_tile(DType::kFp32, p, g_off, cw),
+                          yt = isa::sbuf_tile(DType::kFp32, p, y_off, cw),
                           w = isa::sbuf_tile(DType::kFp32, p, w_off, cw);
       b.wait(qin, free_all);
       b.emit(qin, isa::dma_copy(gt, row_ap(g, l, t, 0, c0, cw)));
@@ -238,8 +253,10 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
   const RowLayout l = row_layout(sizes, st, -1, core.sbuf.partitions);
   const int64_t D = l.cols;
   const uint32_t chunk = chunk_of(core, 6, D);
-  const uint64_t x_off = b.alloc_sbuf(uint64_t{chunk} * 4), y_off = b.alloc_sbuf(uint64_t{chunk} * 4),
-                 w_off = b.alloc_sbuf(uint64_t{chunk} * 4), bb_off = b.alloc_sbuf(uint64_t{chunk} * 4),
+  const uint64_t x_off = b.alloc_sbuf(uint64_t{chunk} * 4),
+                 y_off = b.alloc_sbuf(uint64_t{chunk} * 4),
+                 w_off = b.alloc_sbuf(uint64_t{chunk} * 4),
+                 bb_off = b.alloc_sbuf(uint64_t{chunk} * 4),
                  sq_off = b.alloc_sbuf(uint64_t{chunk} * 4), s_off = b.alloc_sbuf(8 * 4);
   const StreamId qin = dma_queue(0), qout = dma_queue(1), qparam = dma_queue(2);
   const uint32_t P = core.sbuf.partitions;
@@ -258,8 +275,13 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
   const bool resident = chunk >= D;  // weight/bias stay in SBUF for every row tile
   Token params, free_all;
   if (resident) {
-    if (io.weight) b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, static_cast<uint32_t>(D)), param_ap(*io.weight, 0, static_cast<uint32_t>(D))));
-    if (io.bias) b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, bb_off, static_cast<uint32_t>(D)), param_ap(*io.bias, 0, static_cast<uint32_t>(D))));
+    if (io.weight)
+      b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, static_cast<uint32_t>(D)),
+                                   param_ap(*io.weight, 0, static_cast<uint32_t>(D))));
+    if (io.bias)
+      b.emit(qparam,
+             isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, bb_off, static_cast<uint32_t>(D)),
+                           param_ap(*io.bias, 0, static_cast<uint32_t>(D))));
     params = b.mark(qparam);
   }
   const float inv_d = D > 0 ? 1.0f / static_cast<float>(D) : 0.0f;
@@ -271,7 +293,8 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
     for (int pass = 0; pass < 3; ++pass) {
       for (int64_t c0 = 0; c0 < D; c0 += chunk) {
         const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, D - c0));
-        const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off, cw), y = isa::sbuf_tile(DType::kFp32, p, y_off, cw);
+        const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off, cw),
+                            y = isa::sbuf_tile(DType::kFp32, p, y_off, cw);
         if (!(resident && pass > 0)) {
           b.wait(qin, free_all);
           b.emit(qin, isa::dma_copy(x, row_ap(io.in, l, t, 0, c0, cw)));
@@ -282,13 +305,15 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
           b.wait(kVector, free_all);
           b.emit(kVector, isa::tensor_reduce(c0 == 0 ? sum : part, x, ReduceOp::kAdd));
           if (c0 > 0) b.emit(kVector, isa::tensor_tensor(sum, sum, part, AluOp::kAdd));
-          if (c0 + cw >= D) b.emit(kVector, isa::tensor_scalar(neg_mean, sum, AluOp::kMultiply, isa::imm(-inv_d)));
+          if (c0 + cw >= D)
+            b.emit(kVector, isa::tensor_scalar(neg_mean, sum, AluOp::kMultiply, isa::imm(-inv_d)));
           free_all = b.mark(kVector);
         } else if (pass == 1) {
           b.wait(kScalar, loaded);
           b.wait(kScalar, free_all);
-          Instruction sq = isa::activation(isa::sbuf_tile(DType::kFp32, p, sq_off, cw), x, ActFunc::kSquare,
-                                           isa::imm(1.0f), isa::per_partition(neg_mean));
+          Instruction sq =
+              isa::activation(isa::sbuf_tile(DType::kFp32, p, sq_off, cw), x, ActFunc::kSquare,
+                              isa::imm(1.0f), isa::per_partition(neg_mean));
           sq.has_acc_dst = true;
           sq.acc_dst = c0 == 0 ? ssq : part;
           b.emit(kScalar, sq);
@@ -300,7 +325,8 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
           }
           if (c0 + cw >= D) {
             b.wait(kScalar, done);
-            b.emit(kScalar, isa::activation(rstd, ssq, ActFunc::kRsqrt, isa::imm(inv_d), isa::imm(io.eps)));
+            b.emit(kScalar,
+                   isa::activation(rstd, ssq, ActFunc::kRsqrt, isa::imm(inv_d), isa::imm(io.eps)));
             done = b.mark(kScalar);
           }
           free_all = done;
@@ -308,15 +334,23 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
           b.wait(kVector, loaded);
           b.wait(kVector, free_all);
           if (!resident) {
-            if (io.weight) b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, cw), param_ap(*io.weight, c0, cw)));
-            if (io.bias) b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, bb_off, cw), param_ap(*io.bias, c0, cw)));
+            if (io.weight)
+              b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, cw),
+                                           param_ap(*io.weight, c0, cw)));
+            if (io.bias)
+              b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, bb_off, cw),
+                                           param_ap(*io.bias, c0, cw)));
             params = b.mark(qparam);
           }
           b.wait(kVector, params);
-          b.emit(kVector, isa::tensor_scalar(y, x, AluOp::kAdd, isa::per_partition(neg_mean), AluOp::kMultiply,
-                                             isa::per_partition(rstd)));
-          if (io.weight) b.emit(kVector, isa::tensor_tensor(y, y, isa::sbuf_tile(DType::kFp32, p, w_off, cw), AluOp::kMultiply));
-          if (io.bias) b.emit(kVector, isa::tensor_tensor(y, y, isa::sbuf_tile(DType::kFp32, p, bb_off, cw), AluOp::kAdd));
+          b.emit(kVector, isa::tensor_scalar(y, x, AluOp::kAdd, isa::per_partition(neg_mean),
+                                             AluOp::kMultiply, isa::per_partition(rstd)));
+          if (io.weight)
+            b.emit(kVector, isa::tensor_tensor(y, y, isa::sbuf_tile(DType::kFp32, p, w_off, cw),
+                                               AluOp::kMultiply));
+          if (io.bias)
+            b.emit(kVector, isa::tensor_tensor(y, y, isa::sbuf_tile(DType::kFp32, p, bb_off, cw),
+                                               AluOp::kAdd));
           const Token done = b.mark(kVector);
           b.wait(qout, done);
           b.emit(qout, isa::dma_copy(row_ap(io.out, l, t, 1, c0, cw), y));
@@ -351,7 +385,8 @@ Program build_layer_norm_backward(const std::string& name, const LayerNormBackwa
   const uint32_t P = core.sbuf.partitions;
   const uint32_t NT = core.tensor.moving_free_max;
   if (D > static_cast<int64_t>(chunk_of(core, 8, D)) || D > 8 * static_cast<int64_t>(NT)) {
-    throw std::invalid_argument(fmt::format("{}: normalized size {} too large for one pass", name, D));
+    throw std::invalid_argument(
+        fmt::format("{}: normalized size {} too large for one pass", name, D));
   }
   const uint32_t d = static_cast<uint32_t>(D);
   const uint64_t x_off = b.alloc_sbuf(uint64_t{d} * 4), g_off = b.alloc_sbuf(uint64_t{d} * 4),
@@ -382,8 +417,10 @@ Program build_layer_norm_backward(const std::string& name, const LayerNormBackwa
     const uint32_t p = t.rows;
     auto col = [&](int i) { return isa::sbuf_tile(DType::kFp32, p, s_off + i * 4, 1); };
     const AccessPattern mean = col(0), rstd = col(1), a = col(2), c = col(3), neg_mean = col(4);
-    const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off, d), g = isa::sbuf_tile(DType::kFp32, p, g_off, d),
-                        h = isa::sbuf_tile(DType::kFp32, p, h_off, d), tt = isa::sbuf_tile(DType::kFp32, p, t_off, d);
+    const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off, d),
+                        g = isa::sbuf_tile(DType::kFp32, p, g_off, d),
+                        h = isa::sbuf_tile(DType::kFp32, p, h_off, d),
+                        tt = isa::sbuf_tile(DType::kFp32, p, t_off, d);
     const int64_t row0 = t.offset[1] / D;
     b.wait(qin, free_all);
     b.emit(qin, isa::dma_copy(x, row_ap(io.in, l, t, 1, 0, d)));
@@ -395,9 +432,13 @@ Program build_layer_norm_backward(const std::string& name, const LayerNormBackwa
     b.wait(kVector, free_all);
     // xhat = (x - mean) * rstd; gxhat = g * w
     b.emit(kVector, isa::tensor_scalar(neg_mean, mean, AluOp::kMultiply, isa::imm(-1.0f)));
-    b.emit(kVector, isa::tensor_scalar(h, x, AluOp::kAdd, isa::per_partition(neg_mean), AluOp::kMultiply, isa::per_partition(rstd)));
-    if (io.weight) b.emit(kVector, isa::tensor_tensor(tt, g, isa::sbuf_tile(DType::kFp32, p, w_off, d), AluOp::kMultiply));
-    else b.emit(kVector, isa::tensor_copy(tt, g));
+    b.emit(kVector, isa::tensor_scalar(h, x, AluOp::kAdd, isa::per_partition(neg_mean),
+                                       AluOp::kMultiply, isa::per_partition(rstd)));
+    if (io.weight)
+      b.emit(kVector, isa::tensor_tensor(tt, g, isa::sbuf_tile(DType::kFp32, p, w_off, d),
+                                         AluOp::kMultiply));
+    else
+      b.emit(kVector, isa::tensor_copy(tt, g));
     // a = mean(gxhat), c = mean(gxhat * xhat)
     b.emit(kVector, isa::tensor_reduce(a, tt, ReduceOp::kAdd));
     b.emit(kVector, isa::tensor_tensor(x, tt, h, AluOp::kMultiply));  // x is free now
@@ -407,7 +448,8 @@ Program build_layer_norm_backward(const std::string& name, const LayerNormBackwa
     // grad_in = rstd * (gxhat - a - xhat * c)
     b.emit(kVector, isa::tensor_scalar(x, h, AluOp::kMultiply, isa::per_partition(c)));
     b.emit(kVector, isa::tensor_tensor(x, tt, x, AluOp::kSubtract));
-    b.emit(kVector, isa::tensor_scalar(x, x, AluOp::kSubtract, isa::per_partition(a), AluOp::kMultiply, isa::per_partition(rstd)));
+    b.emit(kVector, isa::tensor_scalar(x, x, AluOp::kSubtract, isa::per_partition(a),
+                                       AluOp::kMultiply, isa::per_partition(rstd)));
     // g * xhat for grad_weight (reuse tt)
     b.emit(kVector, isa::tensor_tensor(tt, g, h, AluOp::kMultiply));
     const Token computed = b.mark(kVector);

@@ -13,9 +13,8 @@ ProgramBuilder::ProgramBuilder(std::string name, const device::CoreParams& core)
 }
 
 uint16_t ProgramBuilder::sem_of(StreamId s) const {
-  const uint32_t sem = s.engine == device::EngineKind::kDma
-                           ? device::kComputeEngineCount + s.queue
-                           : static_cast<uint32_t>(s.engine);
+  const uint32_t sem = s.engine == device::EngineKind::kDma ? device::kComputeEngineCount + s.queue
+                                                            : static_cast<uint32_t>(s.engine);
   if (sem >= core_.semaphores) {
     throw std::logic_error(fmt::format("stream {} needs semaphore {}; the core has {}", s.name(),
                                        sem, core_.semaphores));
@@ -44,9 +43,10 @@ void ProgramBuilder::wait(StreamId s, Token t) {
 uint64_t ProgramBuilder::alloc_sbuf(uint64_t bytes, uint64_t align) {
   const uint64_t off = (sbuf_next_ + align - 1) / align * align;
   if (off + bytes > core_.sbuf.partition_bytes) {
-    throw std::length_error(fmt::format("kernel {} needs {} more SBUF bytes per partition; {} of "
-                                        "{} are in use",
-                                        program_.name, bytes, off, core_.sbuf.partition_bytes));
+    throw std::length_error(
+        fmt::format("kernel {} needs {} more SBUF bytes per partition; {} of "
+                    "{} are in use",
+                    program_.name, bytes, off, core_.sbuf.partition_bytes));
   }
   sbuf_next_ = off + bytes;
   return off;
@@ -54,8 +54,8 @@ uint64_t ProgramBuilder::alloc_sbuf(uint64_t bytes, uint64_t align) {
 
 uint64_t ProgramBuilder::alloc_psum_bank() {
   if (psum_next_ >= core_.psum.banks) {
-    throw std::length_error(fmt::format("kernel {} needs more than {} PSUM banks", program_.name,
-                                        core_.psum.banks));
+    throw std::length_error(
+        fmt::format("kernel {} needs more than {} PSUM banks", program_.name, core_.psum.banks));
   }
   return static_cast<uint64_t>(psum_next_++) * core_.psum.bank_bytes();
 }
@@ -64,6 +64,8 @@ void ProgramBuilder::add_hbm_region(const std::string& name, uint64_t offset, ui
   program_.hbm_regions.push_back({name, offset, bytes});
 }
 
-device::Program ProgramBuilder::build() && { return std::move(program_); }
+device::Program ProgramBuilder::build() && {
+  return std::move(program_);
+}
 
 }  // namespace neuronsim::kernels

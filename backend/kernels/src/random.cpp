@@ -25,17 +25,20 @@ Program build_random(const std::string& name, const TensorDesc& out, const Rando
   if (spec.dropout_input) strides.push_back(broadcast_strides(*spec.dropout_input, out.sizes));
   if (spec.dropout_mask) strides.push_back(spec.dropout_mask->strides);
   const uint64_t budget = core.sbuf.partition_bytes / 2;
-  const auto tiles = make_tiles(out.sizes, strides, core.sbuf.partitions, std::max<uint64_t>(1, budget / (2 * 3 * 4)));
+  const auto tiles = make_tiles(out.sizes, strides, core.sbuf.partitions,
+                                std::max<uint64_t>(1, budget / (2 * 3 * 4)));
   uint64_t tf = 1;
   for (const Tile& t : tiles) tf = std::max(tf, t.free_elements());
-  const uint64_t u_off = b.alloc_sbuf(2 * tf * 4), p_off = b.alloc_sbuf(2 * tf * 4), o_off = b.alloc_sbuf(2 * tf * 4);
+  const uint64_t u_off = b.alloc_sbuf(2 * tf * 4), p_off = b.alloc_sbuf(2 * tf * 4),
+                 o_off = b.alloc_sbuf(2 * tf * 4);
   const StreamId qin = dma_queue(0), qout = dma_queue(1);
   Token slot_free[2];
   size_t k = 0;
   for (const Tile& t : tiles) {
     const int s = static_cast<int>(k++ % 2);
     auto tile = [&](uint64_t base) {
-      return isa::sbuf(DType::kFp32, 0, t.partitions, base + s * tf * 4, {{1, static_cast<uint32_t>(t.free_elements())}});
+      return isa::sbuf(DType::kFp32, 0, t.partitions, base + s * tf * 4,
+                       {{1, static_cast<uint32_t>(t.free_elements())}});
     };
     const AccessPattern u = tile(u_off), pt = tile(p_off), o = tile(o_off);
     // The tile's first logical element; within a tile of a contiguous output the elements follow

@@ -18,10 +18,14 @@ namespace {
 
 AluOp combine_op(ReduceOp r) {
   switch (r) {
-    case ReduceOp::kAdd: return AluOp::kAdd;
-    case ReduceOp::kMax: return AluOp::kMax;
-    case ReduceOp::kMin: return AluOp::kMin;
-    case ReduceOp::kMultiply: return AluOp::kMultiply;
+    case ReduceOp::kAdd:
+      return AluOp::kAdd;
+    case ReduceOp::kMax:
+      return AluOp::kMax;
+    case ReduceOp::kMin:
+      return AluOp::kMin;
+    case ReduceOp::kMultiply:
+      return AluOp::kMultiply;
   }
   return AluOp::kAdd;
 }
@@ -79,15 +83,16 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
   ProgramBuilder b(name, core);
   const uint32_t P = core.sbuf.partitions;
   const uint64_t budget = core.sbuf.partition_bytes / 2;
-  const uint64_t chunk_cap = std::max<uint64_t>(1, std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (4 * 4)));
+  const uint64_t chunk_cap = std::max<uint64_t>(
+      1, std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (4 * 4)));
   // Chunks along the innermost reduced dim; an outer reduced dim is iterated.
   const int64_t inner = red.sizes.back();
   const int64_t outer = red.sizes.size() == 2 ? red.sizes[0] : 1;
   const int64_t chunk = std::min<int64_t>(inner, static_cast<int64_t>(chunk_cap));
   const uint64_t x_off = b.alloc_sbuf(2 * uint64_t(chunk) * 4);
-  const uint64_t w_off = b.alloc_sbuf(uint64_t(chunk) * 4);   // scratch (variance, arg)
-  const uint64_t i_off = b.alloc_sbuf(uint64_t(chunk) * 4);   // iota (arg)
-  const uint64_t acc_off = b.alloc_sbuf(8 * 4);               // acc, partial, mean, idx, tmp
+  const uint64_t w_off = b.alloc_sbuf(uint64_t(chunk) * 4);  // scratch (variance, arg)
+  const uint64_t i_off = b.alloc_sbuf(uint64_t(chunk) * 4);  // iota (arg)
+  const uint64_t acc_off = b.alloc_sbuf(8 * 4);              // acc, partial, mean, idx, tmp
   const StreamId qin = dma_queue(0), qout = dma_queue(1);
   const size_t nk = kept.sizes.size();
   const int64_t rows = kept.sizes.back();
@@ -105,7 +110,8 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
       const uint32_t p = static_cast<uint32_t>(std::min<int64_t>(P, rows - r0));
       const int64_t row_in = in_base + r0 * ks[0].back();
       const int64_t row_out = out_base + r0 * ks[1].back();
-      const AccessPattern acc = col(0, p), part = col(1, p), mean = col(2, p), idx = col(3, p), tmp = col(4, p);
+      const AccessPattern acc = col(0, p), part = col(1, p), mean = col(2, p), idx = col(3, p),
+                          tmp = col(4, p);
       // Columns [c0, c0 + cw) of outer reduced index o, for this tile's rows.
       auto chunk_ap = [&](int64_t o, int64_t c0, uint32_t cw) {
         AccessPattern src;
@@ -129,7 +135,8 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
           for (int64_t c0 = 0; c0 < inner; c0 += chunk) {
             const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, inner - c0));
             const int slot = static_cast<int>(load_count++ % 2);
-            const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t(chunk) * 4, cw);
+            const AccessPattern x =
+                isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t(chunk) * 4, cw);
             const AccessPattern src = chunk_ap(o, c0, cw);
             b.wait(qin, x_free[slot]);
             b.emit(qin, isa::dma_copy(x, src));
@@ -146,16 +153,22 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
               b.emit(kVector, isa::tensor_scalar(w, x, AluOp::kNotEqual, isa::imm(0.0f)));
               b.emit(kVector, isa::tensor_reduce(part, w, spec.op));
             } else {
-              b.emit(kVector, isa::tensor_reduce(part, x, spec.variance ? ReduceOp::kAdd : spec.op));
+              b.emit(kVector,
+                     isa::tensor_reduce(part, x, spec.variance ? ReduceOp::kAdd : spec.op));
             }
-            if (first) b.emit(kVector, isa::tensor_copy(acc, part));
-            else b.emit(kVector, isa::tensor_tensor(acc, acc, part, combine_op(spec.variance ? ReduceOp::kAdd : spec.op)));
+            if (first)
+              b.emit(kVector, isa::tensor_copy(acc, part));
+            else
+              b.emit(kVector,
+                     isa::tensor_tensor(acc, acc, part,
+                                        combine_op(spec.variance ? ReduceOp::kAdd : spec.op)));
             first = false;
             x_free[slot] = b.mark(kVector);
           }
         }
         if (spec.variance && pass == 0) {
-          b.emit(kVector, isa::tensor_scalar(mean, acc, AluOp::kMultiply, isa::imm(1.0f / static_cast<float>(red_total))));
+          b.emit(kVector, isa::tensor_scalar(mean, acc, AluOp::kMultiply,
+                                             isa::imm(1.0f / static_cast<float>(red_total))));
         }
       }
       if (spec.arg) {
@@ -165,13 +178,15 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
           for (int64_t c0 = 0; c0 < inner; c0 += chunk) {
             const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, inner - c0));
             const int slot = static_cast<int>(load_count++ % 2);
-            const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t(chunk) * 4, cw);
+            const AccessPattern x =
+                isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t(chunk) * 4, cw);
             const AccessPattern src = chunk_ap(o, c0, cw);
             b.wait(qin, x_free[slot]);
             b.emit(qin, isa::dma_copy(x, src));
             const Token loaded = b.mark(qin);
             const AccessPattern io = isa::sbuf_tile(DType::kFp32, p, i_off, cw);
-            b.emit(kGpSimd, isa::iota(isa::sbuf_tile(DType::kFp32, p, i_off, cw), static_cast<int32_t>(o * inner + c0), 0, {1}));
+            b.emit(kGpSimd, isa::iota(isa::sbuf_tile(DType::kFp32, p, i_off, cw),
+                                      static_cast<int32_t>(o * inner + c0), 0, {1}));
             const Token iota_done = b.mark(kGpSimd);
             b.wait(kVector, loaded);
             b.wait(kVector, iota_done);
@@ -179,8 +194,10 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
             b.emit(kVector, isa::tensor_scalar(w, x, AluOp::kIsEqual, isa::per_partition(acc)));
             b.emit(kVector, isa::select(w, w, io, 3.0e38f));
             b.emit(kVector, isa::tensor_reduce(part, w, ReduceOp::kMin));
-            if (first) b.emit(kVector, isa::tensor_copy(idx, part));
-            else b.emit(kVector, isa::tensor_tensor(idx, idx, part, AluOp::kMin));
+            if (first)
+              b.emit(kVector, isa::tensor_copy(idx, part));
+            else
+              b.emit(kVector, isa::tensor_tensor(idx, idx, part, AluOp::kMin));
             first = false;
             x_free[slot] = b.mark(kVector);
             b.wait(kGpSimd, x_free[slot]);
@@ -204,7 +221,8 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
       dst.dtype = out.dtype;
       dst.partitions = p;
       dst.partition_stride = ks[1].back();
-      dst.offset = static_cast<uint64_t>(static_cast<int64_t>(out.address) + row_out * static_cast<int64_t>(dtype_size(out.dtype)));
+      dst.offset = static_cast<uint64_t>(static_cast<int64_t>(out.address) +
+                                         row_out * static_cast<int64_t>(dtype_size(out.dtype)));
       b.wait(qout, ready);
       b.emit(qout, isa::dma_copy(dst, *result));
       acc_free = b.mark(qout);

@@ -74,7 +74,8 @@ Comparison compare(const std::vector<float>& d, const std::vector<double>& r, do
     c.max_rel_error = std::max(c.max_rel_error, err / std::max(std::fabs(r[i]), 1.0));
     if (!(err <= atol + rtol * std::fabs(r[i]))) ++c.mismatches;
   }
-  if (d.size() != r.size()) c.mismatches += d.size() > r.size() ? d.size() - r.size() : r.size() - d.size();
+  if (d.size() != r.size())
+    c.mismatches += d.size() > r.size() ? d.size() - r.size() : r.size() - d.size();
   return c;
 }
 

@@ -53,8 +53,8 @@ RowLayout row_layout(const std::vector<int64_t>& sizes,
   return l;
 }
 
-device::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile,
-                             size_t k, int64_t c0, uint32_t count) {
+device::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile, size_t k,
+                             int64_t c0, uint32_t count) {
   device::AccessPattern ap;
   ap.space = device::MemSpace::kHbm;
   ap.dtype = t.dtype;

@@ -31,7 +31,8 @@ std::vector<int64_t> broadcast_strides(const TensorDesc& t, const std::vector<in
   const size_t off = sizes.size() - t.sizes.size();
   for (size_t d = 0; d < t.sizes.size(); ++d) {
     if (t.sizes[d] != 1 && t.sizes[d] != sizes[off + d]) {
-      throw std::invalid_argument(fmt::format("{} does not broadcast to the output", t.to_string()));
+      throw std::invalid_argument(
+          fmt::format("{} does not broadcast to the output", t.to_string()));
     }
     s[off + d] = t.sizes[d] == 1 ? 0 : t.strides[d];
   }

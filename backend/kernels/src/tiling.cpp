@@ -38,7 +38,8 @@ void emit(const Layout& l, uint32_t max_p, uint64_t max_free, std::vector<Tile>&
   size_t mdim = n;  // none
   for (size_t d = 0; d + 1 < n; ++d) {
     if (d == pdim) continue;
-    if (static_cast<uint64_t>(l.sizes[d] * inner) <= max_free && (mdim == n || l.sizes[d] > l.sizes[mdim])) {
+    if (static_cast<uint64_t>(l.sizes[d] * inner) <= max_free &&
+        (mdim == n || l.sizes[d] > l.sizes[mdim])) {
       mdim = d;
     }
   }
@@ -63,8 +64,10 @@ void emit(const Layout& l, uint32_t max_p, uint64_t max_free, std::vector<Tile>&
         o.offset = l.base[k] + p0 * l.strides[k][pdim];
         for (size_t j = 0; j < loops.size(); ++j) o.offset += idx[j] * l.strides[k][loops[j]];
         o.partition_stride = l.strides[k][pdim];
-        if (mdim != n) o.free_strides = {l.strides[k][mdim], l.strides[k][n - 1]};
-        else o.free_strides = {l.strides[k][n - 1], 0};
+        if (mdim != n)
+          o.free_strides = {l.strides[k][mdim], l.strides[k][n - 1]};
+        else
+          o.free_strides = {l.strides[k][n - 1], 0};
         t.operands.push_back(o);
       }
       out.push_back(std::move(t));
@@ -105,8 +108,10 @@ void tile_layout(Layout l, uint32_t max_p, uint64_t max_free, std::vector<Tile>&
   size_t n = l.sizes.size();
   int64_t outer_max = 1;
   for (size_t d = 0; d + 1 < n; ++d) outer_max = std::max(outer_max, l.sizes[d]);
-  if (outer_max < static_cast<int64_t>(max_p) && l.sizes[n - 1] >= 2 * static_cast<int64_t>(max_p)) {
-    const int64_t r = largest_divisor_at_most(l.sizes[n - 1], static_cast<int64_t>(max_p) / std::max<int64_t>(1, outer_max));
+  if (outer_max < static_cast<int64_t>(max_p) &&
+      l.sizes[n - 1] >= 2 * static_cast<int64_t>(max_p)) {
+    const int64_t r = largest_divisor_at_most(
+        l.sizes[n - 1], static_cast<int64_t>(max_p) / std::max<int64_t>(1, outer_max));
     if (r > 1) split(l, n - 1, l.sizes[n - 1] / r);
   }
   // Many rows of a short inner dim: fold rows into a second free dim.

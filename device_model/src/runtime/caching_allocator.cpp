@@ -8,13 +8,15 @@ namespace neuronsim::runtime {
 namespace {
 
 constexpr uint64_t kRound = 512;
-constexpr uint64_t kSmallSize = 1 << 20;      // <= 1 MiB: small pool
-constexpr uint64_t kSmallBuffer = 2 << 20;    // small pool segments
-constexpr uint64_t kLargeBuffer = 20 << 20;   // segments for 1..10 MiB requests
+constexpr uint64_t kSmallSize = 1 << 20;     // <= 1 MiB: small pool
+constexpr uint64_t kSmallBuffer = 2 << 20;   // small pool segments
+constexpr uint64_t kLargeBuffer = 20 << 20;  // segments for 1..10 MiB requests
 constexpr uint64_t kMinLargeAlloc = 10 << 20;
 constexpr uint64_t kRoundLarge = 2 << 20;
 
-uint64_t round_size(uint64_t n) { return n < kRound ? kRound : (n + kRound - 1) / kRound * kRound; }
+uint64_t round_size(uint64_t n) {
+  return n < kRound ? kRound : (n + kRound - 1) / kRound * kRound;
+}
 
 std::string gib(uint64_t b) {
   const double v = static_cast<double>(b);
@@ -24,9 +26,12 @@ std::string gib(uint64_t b) {
 }
 
 void update(StatArray& a, bool small, int64_t n) {
-  for (int t : {static_cast<int>(kAggregate), small ? static_cast<int>(kSmallPool) : static_cast<int>(kLargePool)}) {
-    if (n >= 0) a[t].increase(n);
-    else a[t].decrease(-n);
+  for (int t : {static_cast<int>(kAggregate),
+                small ? static_cast<int>(kSmallPool) : static_cast<int>(kLargePool)}) {
+    if (n >= 0)
+      a[t].increase(n);
+    else
+      a[t].decrease(-n);
   }
 }
 
@@ -80,9 +85,10 @@ uint64_t CachingAllocator::allocate(uint64_t requested) {
     update(stats_.inactive_split_bytes, small, -static_cast<int64_t>(b->size));
   }
   if (!b) {
-    const uint64_t seg = small ? kSmallBuffer
-                               : (size < kMinLargeAlloc ? kLargeBuffer
-                                                        : (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge);
+    const uint64_t seg =
+        small ? kSmallBuffer
+              : (size < kMinLargeAlloc ? kLargeBuffer
+                                       : (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge);
     b = new_segment(seg, small);
     if (!b) out_of_memory(requested, size);
   }

@@ -39,7 +39,8 @@ std::vector<uint32_t> parse_core_list(const std::string& text, const std::string
   size_t start = 0;
   while (start <= text.size()) {
     const size_t comma = text.find(',', start);
-    const std::string part = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string part =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const size_t dash = part.find('-');
     if (dash == std::string::npos) {
       out.push_back(parse_uint(part, variable));
@@ -66,7 +67,8 @@ RuntimeConfig RuntimeConfig::from_environment() {
   size_t start = 0;
   while (start < sets.size()) {
     const size_t comma = sets.find(',', start);
-    std::string item = sets.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        sets.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!item.empty()) c.overrides.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -82,7 +84,8 @@ RuntimeConfig RuntimeConfig::from_environment() {
   }
   c.launch_blocking = env("NEURON_LAUNCH_BLOCKING") == "1";
   const std::string mode = env("NEURON_SIM_MODE");
-  if (mode == "isa") c.isa_mode = true;
+  if (mode == "isa")
+    c.isa_mode = true;
   else if (!mode.empty() && mode != "fast") {
     throw ConfigError(fmt::format("NEURON_SIM_MODE: '{}' is not 'fast' or 'isa'", mode));
   }
@@ -96,12 +99,15 @@ Runtime& Runtime::instance() {
   return *slot();
 }
 
-bool Runtime::initialized() { return slot() != nullptr; }
+bool Runtime::initialized() {
+  return slot() != nullptr;
+}
 
 void Runtime::configure(const RuntimeConfig& config) {
   if (initialized()) {
-    throw device::Error("the neuronsim runtime is already initialised; configure it before the "
-                        "first use of a neuron device");
+    throw device::Error(
+        "the neuronsim runtime is already initialised; configure it before the "
+        "first use of a neuron device");
   }
   pending_config() = config;
 }
@@ -167,8 +173,8 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config) {
 
 void Runtime::check_dev(uint32_t dev) const {
   if (dev >= physical_.size()) {
-    throw device::Error(fmt::format("invalid neuron device {}: {} devices are visible", dev,
-                                    physical_.size()));
+    throw device::Error(
+        fmt::format("invalid neuron device {}: {} devices are visible", dev, physical_.size()));
   }
 }
 
@@ -269,7 +275,9 @@ device::Device::HostCopy Runtime::copy_host(uint32_t dev, int64_t stream, uint64
   return r;
 }
 
-void Runtime::synchronize() { host_time_ = sim::max(host_time_, device_->now()); }
+void Runtime::synchronize() {
+  host_time_ = sim::max(host_time_, device_->now());
+}
 
 void Runtime::record(Event& e, uint32_t dev, int64_t stream) {
   const StreamState& s = stream_state(dev, stream);

@@ -2,7 +2,7 @@
 
 The left operand is stored K-major (``a.t()`` is a view of a contiguous tensor), the layout in
 which the matmul kernel streams tiles straight into TensorE; a row-major left operand costs
-on-chip transposes that leave TensorE waiting (about 3x slower on trn1).
+on-chip transposes on TensorE (2048^3 on trn1: 215 us K-major, 249 us row-major).
 """
 
 import sys

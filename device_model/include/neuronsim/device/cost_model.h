@@ -30,12 +30,12 @@ std::unique_ptr<ComputeCostModel> make_cost_model(EngineKind engine, const CoreP
 
 /// Static description of one DMA transfer: how it spreads over the DMA engines.
 struct DmaTransferShape {
-  double bytes = 0;        // bytes moved through the DMA engines
-  double hbm_bytes = 0;    // bytes read from plus written to HBM
-  uint32_t engines = 1;    // DMA engines that share the transfer
-  uint64_t descriptors = 1;  // contiguous chunks (one descriptor each)
-  uint64_t packets = 1;      // descriptors cut into dma.packet_bytes pieces
-  double cap_bytes_per_s = 0;  // engines x per-engine bandwidth
+  double bytes = 0;               // bytes moved through the DMA engines
+  double hbm_bytes = 0;           // bytes read from plus written to HBM
+  uint32_t engines = 1;           // DMA engines that share the transfer
+  uint64_t descriptors = 1;       // contiguous chunks (one descriptor each)
+  uint64_t packets = 1;           // descriptors cut into dma.packet_bytes pieces
+  double cap_bytes_per_s = 0;     // engines x per-engine bandwidth
   double descriptor_time_ns = 0;  // packet processing on the busiest engine
   bool touches_hbm() const { return hbm_bytes > 0; }
 };

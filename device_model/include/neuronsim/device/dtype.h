@@ -10,17 +10,29 @@
 
 namespace neuronsim::device {
 
-enum class DType : uint8_t { kFp32, kBf16, kFp16, kFp8E4M3, kFp8E5M2, kInt32, kInt16, kInt8, kUint8 };
+enum class DType : uint8_t {
+  kFp32,
+  kBf16,
+  kFp16,
+  kFp8E4M3,
+  kFp8E5M2,
+  kInt32,
+  kInt16,
+  kInt8,
+  kUint8
+};
 
-inline constexpr DType kAllDTypes[] = {DType::kFp32,    DType::kBf16,  DType::kFp16,
+inline constexpr DType kAllDTypes[] = {DType::kFp32,    DType::kBf16,    DType::kFp16,
                                        DType::kFp8E4M3, DType::kFp8E5M2, DType::kInt32,
-                                       DType::kInt16,   DType::kInt8,  DType::kUint8};
+                                       DType::kInt16,   DType::kInt8,    DType::kUint8};
 
 size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);
 std::optional<DType> parse_dtype(std::string_view name);
 bool is_float(DType t);
-inline bool is_integer(DType t) { return !is_float(t); }
+inline bool is_integer(DType t) {
+  return !is_float(t);
+}
 bool is_fp8(DType t);
 
 /// Reads one element as fp32 (integers convert exactly up to 2^24, then round to nearest).

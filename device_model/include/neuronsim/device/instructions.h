@@ -19,8 +19,7 @@ AccessPattern psum_tile(DType t, uint32_t partitions, uint64_t offset, uint32_t 
                         uint32_t start = 0);
 /// Rows x cols of a row-major HBM matrix whose rows are `row_stride` elements apart; the rows
 /// map to partitions. `row_stride` 0 repeats (broadcasts) one row to every partition.
-AccessPattern hbm_rows(DType t, uint64_t address, uint32_t rows, uint32_t cols,
-                       int64_t row_stride);
+AccessPattern hbm_rows(DType t, uint64_t address, uint32_t rows, uint32_t cols, int64_t row_stride);
 /// Selects [p0, p0 + n) of the partitions and [f0, f0 + m) of a one-dim free range.
 AccessPattern slice(AccessPattern ap, uint32_t free_start, uint32_t free_count);
 
@@ -50,7 +49,11 @@ Instruction rng(const AccessPattern& dst, RngDist dist, float a, float b, uint64
 Instruction sem_wait(uint16_t sem, int32_t value);
 Instruction sem_signal(uint16_t sem, int32_t value = 1);
 
-inline ScalarOperand imm(float v) { return {false, v, {}}; }
-inline ScalarOperand per_partition(const AccessPattern& ap) { return {true, 0.0f, ap}; }
+inline ScalarOperand imm(float v) {
+  return {false, v, {}};
+}
+inline ScalarOperand per_partition(const AccessPattern& ap) {
+  return {true, 0.0f, ap};
+}
 
 }  // namespace neuronsim::device::isa

@@ -133,7 +133,7 @@ struct Instruction {
   bool has_acc_dst = false;
 
   AluOp alu0 = AluOp::kBypass, alu1 = AluOp::kBypass;
-  ScalarOperand operand0, operand1;  // tensor_scalar operands; activation: scale, bias
+  ScalarOperand operand0, operand1;         // tensor_scalar operands; activation: scale, bias
   bool reverse0 = false, reverse1 = false;  // tensor_scalar: compute (s op x) instead of (x op s)
   ActFunc func = ActFunc::kCopy;
   ReduceOp reduce = ReduceOp::kAdd;

@@ -59,9 +59,12 @@ struct MemoryMap {
   /// Address of an element given the byte offset for_each_element() reports.
   uint8_t* element(const AccessPattern& ap, uint32_t p, int64_t byte_offset) const {
     switch (ap.space) {
-      case MemSpace::kHbm: return hbm->data() + byte_offset;
-      case MemSpace::kSbuf: return sbuf->partition(ap.start_partition + p) + byte_offset;
-      case MemSpace::kPsum: return psum->partition(ap.start_partition + p) + byte_offset;
+      case MemSpace::kHbm:
+        return hbm->data() + byte_offset;
+      case MemSpace::kSbuf:
+        return sbuf->partition(ap.start_partition + p) + byte_offset;
+      case MemSpace::kPsum:
+        return psum->partition(ap.start_partition + p) + byte_offset;
     }
     return nullptr;
   }

@@ -67,7 +67,7 @@ struct DmaParams {
 };
 
 struct HbmParams {
-  uint64_t capacity_bytes;  // per stack
+  uint64_t capacity_bytes;       // per stack
   double bandwidth_bytes_per_s;  // per stack
   double latency_ns;
 };

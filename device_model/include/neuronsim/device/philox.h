@@ -50,6 +50,8 @@ inline float normal(uint64_t seed, uint64_t offset, uint64_t i) {
 }
 
 /// Blocks a stream of n elements consumes (the generator offset advances by this).
-inline uint64_t blocks_for(uint64_t n) { return (n + 3) / 4; }
+inline uint64_t blocks_for(uint64_t n) {
+  return (n + 3) / 4;
+}
 
 }  // namespace neuronsim::device::philox

@@ -30,8 +30,8 @@ class TraceSink {
   virtual bool enabled() const { return true; }
   virtual TrackId add_track(const TrackInfo& info) = 0;
   /// A duration on a slice track. `args` is a JSON object (operands, cycles, bytes, flops ...).
-  virtual void slice(TrackId track, std::string_view name, std::string_view category,
-                     SimTime begin, SimTime end, nlohmann::json args) = 0;
+  virtual void slice(TrackId track, std::string_view name, std::string_view category, SimTime begin,
+                     SimTime end, nlohmann::json args) = 0;
   /// A sample of a counter track, holding from `t` until the next sample.
   virtual void counter(TrackId track, SimTime t, double value) = 0;
   /// Run-level metadata (the configuration used, peaks for summaries, tool versions).

@@ -27,6 +27,8 @@ struct SimTime {
   }
 };
 
-constexpr SimTime max(SimTime a, SimTime b) { return a < b ? b : a; }
+constexpr SimTime max(SimTime a, SimTime b) {
+  return a < b ? b : a;
+}
 
 }  // namespace neuronsim::sim

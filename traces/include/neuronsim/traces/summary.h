@@ -14,7 +14,7 @@ struct EngineSummary {
   std::string process;  // "nc0"
   std::string engine;   // "TensorE", "DMA q3", "DMA (all queues)"
   uint64_t instructions = 0;
-  sim::SimTime busy;    // union of the engine's slices
+  sim::SimTime busy;  // union of the engine's slices
   double utilisation = 0;
 };
 

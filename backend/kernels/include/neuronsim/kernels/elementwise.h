@@ -26,7 +26,7 @@ struct Arg {
 
 struct Step {
   enum Kind { kAlu, kAct, kSelect } kind = kAlu;
-  device::AluOp alu = device::AluOp::kAdd;  // kAlu: a op b
+  device::AluOp alu = device::AluOp::kAdd;       // kAlu: a op b
   device::ActFunc act = device::ActFunc::kCopy;  // kAct: act(a * scale + bias)
   float scale = 1.0f, bias = 0.0f;
   Arg a, b, c;  // kSelect: a != 0 ? b : c

@@ -16,7 +16,9 @@ inline constexpr StreamId kTensor{device::EngineKind::kTensor, 0};
 inline constexpr StreamId kVector{device::EngineKind::kVector, 0};
 inline constexpr StreamId kScalar{device::EngineKind::kScalar, 0};
 inline constexpr StreamId kGpSimd{device::EngineKind::kGpSimd, 0};
-inline StreamId dma_queue(uint8_t q) { return {device::EngineKind::kDma, q}; }
+inline StreamId dma_queue(uint8_t q) {
+  return {device::EngineKind::kDma, q};
+}
 
 class ProgramBuilder {
  public:

@@ -16,8 +16,8 @@ namespace neuronsim::kernels {
 struct ReduceSpec {
   std::vector<int64_t> dims;  // reduced dims of `in` (empty: all)
   device::ReduceOp op = device::ReduceOp::kAdd;
-  float scale = 1.0f;         // applied to the result (mean: 1/N)
-  bool arg = false;           // return the index of the first max/min instead of the value
+  float scale = 1.0f;  // applied to the result (mean: 1/N)
+  bool arg = false;    // return the index of the first max/min instead of the value
   // var/std: mean first, then sum((x - mean)^2) * scale; `sqrt` for std.
   bool variance = false;
   bool sqrt = false;

@@ -29,7 +29,7 @@ RowLayout row_layout(const std::vector<int64_t>& sizes,
                      uint32_t max_rows);
 
 /// An HBM access pattern for [rows, count] columns starting at column c0 of operand k.
-device::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile,
-                             size_t k, int64_t c0, uint32_t count);
+device::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile, size_t k,
+                             int64_t c0, uint32_t count);
 
 }  // namespace neuronsim::kernels

@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 git ls-files '*.cpp' '*.h' | xargs clang-format --dry-run --Werror
-.venv/bin/ruff check python tests bench tools
-.venv/bin/ruff format --check --quiet python tests bench tools
+.venv/bin/ruff check python tests bench tools examples
+.venv/bin/ruff format --check --quiet python tests bench tools examples
 echo "lint: clang-format and ruff clean"

@@ -72,6 +72,10 @@ REPORT = os.path.join(REPO, "out", "opdb_report.json")
 
 MAX_SAMPLES = int(os.environ.get("NEURON_OPDB_MAX_SAMPLES", "0"))
 DTYPES = (torch.float32, torch.bfloat16)
+# Gradients are compared for these dtypes, at most GRAD_MAX_SAMPLES samples per OpInfo and dtype
+# (0: every sample).
+GRAD_DTYPES = (torch.float32,)
+GRAD_MAX_SAMPLES = int(os.environ.get("NEURON_OPDB_GRAD_MAX_SAMPLES", "0"))
 
 # Random ops (values come from a generator; the device uses its own Philox streams).
 RANDOM_OPS = {
@@ -192,12 +196,18 @@ def _to_cpu(x):
     return x.cpu() if isinstance(x, torch.Tensor) else x
 
 
-def _neuron_sample(op, sample):
+def _walk(op, sample, fn):
+    """The sample with fn applied to its tensors, in one fixed order (for ``CPU_ARGS_OPS`` only
+    to the input: the other arguments stay as they are)."""
     if op.name in CPU_ARGS_OPS:
         ns = sample.transform(lambda t: t)
-        ns.input = tree_map(_to_neuron, sample.input)
-    else:
-        ns = sample.transform(_to_neuron)
+        ns.input = tree_map(fn, sample.input)
+        return ns
+    return sample.transform(fn)
+
+
+def _neuron_sample(op, sample, fn=_to_neuron):
+    ns = _walk(op, sample, fn)
     dev = ns.kwargs.get("device")
     if dev is not None and torch.device(dev).type == "cpu":
         ns.kwargs["device"] = "neuron"
@@ -252,7 +262,12 @@ def _within_reference(op, sample, dev_out, cpu_out) -> bool:
         ref = tree_map(_to_cpu, s64.output_process_fn_grad(op(s64.input, *s64.args, **s64.kwargs)))
     except Exception:  # noqa: BLE001
         return False
-    d_leaves, c_leaves, r_leaves = (tree_flatten(x)[0] for x in (dev_out, cpu_out, ref))
+    return _reference_agrees(*(tree_flatten(x)[0] for x in (dev_out, cpu_out, ref)))
+
+
+def _reference_agrees(d_leaves: list, c_leaves: list, r_leaves: list) -> bool:
+    """The ``agree_by_reference`` rule on flattened outputs: every floating device leaf is at most
+    twice as far from the float64 reference leaf as the CPU's (non-floating leaves must be equal)."""
     if not len(d_leaves) == len(c_leaves) == len(r_leaves):
         return False
     for d, c, r in zip(d_leaves, c_leaves, r_leaves, strict=True):
@@ -274,6 +289,173 @@ def _within_reference(op, sample, dev_out, cpu_out) -> bool:
         if err_d > 2 * err_c:
             return False
     return True
+
+
+def _grad_sample(op, sample, convert):
+    """(sample, leaves): the sample with every floating tensor that requires grad replaced by a
+    leaf ``convert(t).detach().requires_grad_()`` (one leaf per distinct tensor object, listed in
+    a fixed order) and every other argument by ``convert(t)``."""
+    memo: dict[int, torch.Tensor] = {}
+    leaves: list[torch.Tensor] = []
+
+    def f(t):
+        if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point():
+            if id(t) not in memo:
+                memo[id(t)] = convert(t).detach().requires_grad_()
+                leaves.append(memo[id(t)])
+            return memo[id(t)]
+        return convert(t)
+
+    gs = _neuron_sample(op, sample, f) if convert is _to_neuron else _walk(op, sample, f)
+    return gs, leaves
+
+
+def _grad_weight(pos: int, out: torch.Tensor) -> torch.Tensor:
+    """The fixed weights of the floating output at flattened position pos (on the CPU)."""
+    g = torch.Generator().manual_seed(1000 + pos)
+    wdt = torch.complex64 if out.is_complex() else torch.float32
+    return torch.randn(out.shape, generator=g, dtype=wdt).to(out.dtype)
+
+
+def _grad_run(op, sample, leaves, weights=None):
+    """Runs the op and returns (gradients on the CPU, weights): the gradients with respect to
+    leaves of sum(out * w) over the floating/complex outputs that require grad (after
+    ``output_process_fn_grad``), w from ``_grad_weight`` or, when given, the weights of another
+    run converted to this run's dtypes. None when no output requires grad."""
+    out = sample.output_process_fn_grad(op(sample.input, *sample.args, **sample.kwargs))
+    picked = [
+        (i, o)
+        for i, o in enumerate(tree_flatten(out)[0])
+        if isinstance(o, torch.Tensor)
+        and o.requires_grad
+        and (o.is_floating_point() or o.is_complex())
+    ]
+    if not picked:
+        return None
+    if weights is None:
+        weights = {i: _grad_weight(i, o) for i, o in picked}
+    elif set(weights) != {i for i, _ in picked}:
+        raise RuntimeError(f"differentiable outputs {[i for i, _ in picked]} vs {list(weights)}")
+    grads = torch.autograd.grad(
+        [o for _, o in picked],
+        leaves,
+        grad_outputs=[weights[i].to(o.dtype).to(o.device) for i, o in picked],
+        allow_unused=True,
+        materialize_grads=True,
+    )
+    return [g.cpu() for g in grads], weights
+
+
+def _grad_reference(op, sample, weights) -> list | None:
+    """The gradients of the float64 CPU run of the sample, with the same weights (None if the
+    float64 run raises)."""
+
+    def up(t):
+        return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+
+    try:
+        s64, leaves = _grad_sample(op, sample, up)
+        return _grad_run(op, s64, leaves, weights)[0]
+    except Exception:  # noqa: BLE001
+        return None
+
+
+_GRAD_COUNTS = (
+    "grad_ran",
+    "grad_agree",
+    "grad_both_raise",
+    "grad_disagree",
+    "grad_neuron_only_error",
+    "grad_cpu_only_error",
+    "grad_agree_by_reference",
+    "grad_not_differentiable",
+)
+
+
+def _run_grads(op, dtype, overrides: dict, max_samples: int) -> dict:
+    """The gradient comparison of one OpInfo for one dtype (see the module docstring)."""
+    import neuronsim
+
+    r = Counter()
+    native, fallback = set(), set()
+    failures: list[str] = []
+    secs = {"cpu": 0.0, "neuron": 0.0}
+    torch.manual_seed(0)
+    gen_error = None
+    try:
+        samples = iter(op.sample_inputs("cpu", dtype, requires_grad=True))
+    except Exception as e:  # noqa: BLE001
+        samples, gen_error = iter(()), e
+    while max_samples <= 0 or r["grad_ran"] < max_samples:
+        try:
+            sample = next(samples)
+        except StopIteration:
+            break
+        except Exception as e:  # noqa: BLE001
+            gen_error = e
+            break
+        i = r["grad_ran"]
+        r["grad_ran"] += 1
+        # Device leaves first: ops may write their inputs.
+        ns, dev_leaves = _grad_sample(op, sample, _to_neuron)
+        cs, cpu_leaves = _grad_sample(op, sample, lambda t: t)
+        if not cpu_leaves:
+            r["grad_not_differentiable"] += 1
+            continue
+        t0 = time.perf_counter()
+        cpu_res = cpu_err = None
+        try:
+            cpu_res = _grad_run(op, cs, cpu_leaves)
+        except Exception as e:  # noqa: BLE001
+            cpu_err = e
+        t1 = time.perf_counter()
+        neuronsim.clear_op_tracking()
+        dev_res = dev_err = None
+        try:
+            dev_res = _grad_run(op, ns, dev_leaves, cpu_res[1] if cpu_res else None)
+        except Exception as e:  # noqa: BLE001
+            dev_err = e
+        t2 = time.perf_counter()
+        secs["cpu"] += t1 - t0
+        secs["neuron"] += t2 - t1
+        native |= neuronsim.get_executed_ops()
+        fallback |= neuronsim.get_fallback_ops()
+        if cpu_err is None and cpu_res is None and dev_err is None and dev_res is None:
+            r["grad_not_differentiable"] += 1
+        elif cpu_err is not None and dev_err is not None:
+            r["grad_both_raise"] += 1
+            r["grad_agree"] += 1
+        elif dev_err is not None or dev_res is None:
+            r["grad_neuron_only_error"] += 1
+            why = repr(dev_err) if dev_err is not None else "no device output requires grad"
+            failures.append(f"sample {i}: neuron raised {why}"[:300])
+        elif cpu_err is not None or cpu_res is None:
+            r["grad_cpu_only_error"] += 1
+            why = repr(cpu_err) if cpu_err is not None else "no cpu output requires grad"
+            failures.append(f"sample {i}: only the cpu raised {why}"[:300])
+        else:
+            try:
+                _compare(dev_res[0], cpu_res[0], overrides)
+                r["grad_agree"] += 1
+            except Exception as e:  # noqa: BLE001
+                ref = _grad_reference(op, sample, cpu_res[1])
+                if ref is not None and _reference_agrees(dev_res[0], cpu_res[0], ref):
+                    r["grad_agree"] += 1
+                    r["grad_agree_by_reference"] += 1
+                    continue
+                r["grad_disagree"] += 1
+                failures.append(f"sample {i}: {' '.join(str(e).split())}"[:400])
+    res = {
+        **{k: r[k] for k in _GRAD_COUNTS},
+        "grad_native_aten_ops": sorted(native),
+        "grad_fallback_aten_ops": sorted(fallback),
+        "grad_failures": failures[:4],
+        "seconds_grad_cpu": round(secs["cpu"], 3),
+        "seconds_grad_neuron": round(secs["neuron"], 3),
+    }
+    if gen_error is not None:
+        res["grad_sample_generation_error"] = repr(gen_error)[:200]
+    return res
 
 
 _COUNTS = (
@@ -374,6 +556,11 @@ def _run_op(op, max_samples: int) -> dict:
         }
         if gen_error is not None:
             entry[dname]["sample_generation_error"] = repr(gen_error)[:200]
+        if dtype in GRAD_DTYPES and dtype in op.supported_backward_dtypes("cpu"):
+            cap = min(n for n in (max_samples, GRAD_MAX_SAMPLES) if n > 0) if (
+                max_samples > 0 or GRAD_MAX_SAMPLES > 0
+            ) else 0
+            entry[dname].update(_run_grads(op, dtype, overrides, cap))
     return entry
 
 

@@ -98,17 +98,36 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
       }
       return ap;
     };
+    // An input broadcast along the innermost free dim (a [.., n, 1] operand of an [.., n, m]
+    // result) is loaded once per row and read with stride 0 by the engines: a DMA that repeats
+    // each element would move one element per descriptor.
+    const size_t inner = t.nfree - 1;
+    auto broadcast_inner = [&](size_t i) {
+      return t.free_sizes[inner] > 1 && t.operands[i].free_strides[inner] == 0;
+    };
     // Loads.
     b.wait(qload, slot_free[slot]);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      b.emit(qload,
-             isa::dma_copy(buf(static_cast<uint32_t>(i)), tile_ap(inputs[i], t, t.operands[i])));
+      AccessPattern src = tile_ap(inputs[i], t, t.operands[i]);
+      AccessPattern dst = buf(static_cast<uint32_t>(i));
+      if (broadcast_inner(i)) {
+        src.ndims = dst.ndims = 1;
+        if (t.nfree == 1) src.dims[0].size = 1;
+        dst.dims[0] = {1, src.dims[0].size};
+      }
+      b.emit(qload, isa::dma_copy(dst, src));
     }
     const Token loaded = inputs.empty() ? Token{} : b.mark(qload);
     // Compute: each step on its engine, waiting for the steps it reads.
     std::vector<Token> done(expr.steps.size());
     auto tensor_arg = [&](const Arg& a) {
-      return buf(a.kind == Arg::kInput ? a.index : static_cast<uint32_t>(inputs.size()) + a.index);
+      AccessPattern ap =
+          buf(a.kind == Arg::kInput ? a.index : static_cast<uint32_t>(inputs.size()) + a.index);
+      if (a.kind == Arg::kInput && broadcast_inner(a.index)) {
+        if (t.nfree == 2) ap.dims[0].stride = 1;
+        ap.dims[inner].stride = 0;
+      }
+      return ap;
     };
     for (size_t s = 0; s < expr.steps.size(); ++s) {
       const Step& st = expr.steps[s];

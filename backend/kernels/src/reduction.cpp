@@ -35,6 +35,104 @@ struct Dims {
   std::vector<int64_t> in_strides, out_strides;
 };
 
+// Sums over dims that lie outside the kept innermost dim in memory (x.sum(0) of a row-major
+// matrix: bias gradients, batch sums). Reduced rows go on partitions and TensorE adds them,
+// ones^T @ x accumulating in PSUM, so every DMA reads contiguous rows; the generic path would
+// gather one element per descriptor.
+Program build_column_sum(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                         const ReduceSpec& spec, const std::vector<int64_t>& kept_sizes,
+                         const std::vector<std::vector<int64_t>>& ks,
+                         const std::vector<int64_t>& red_sizes,
+                         const std::vector<int64_t>& red_strides, const CoreParams& core) {
+  constexpr int kSlots = 4;
+  ProgramBuilder b(name, core);
+  const uint32_t P = core.sbuf.partitions;
+  const int64_t inner = kept_sizes.back();
+  const uint32_t F = static_cast<uint32_t>(
+      std::min<int64_t>(static_cast<int64_t>(core.tensor.moving_free_max), inner));
+  const int64_t r_inner = red_sizes.back(), r_inner_stride = red_strides.back();
+  const int64_t r_outer = red_sizes.size() == 2 ? red_sizes[0] : 1;
+  const int64_t r_outer_stride = red_sizes.size() == 2 ? red_strides[0] : 0;
+  const uint64_t ones_off = b.alloc_sbuf(4);
+  const uint64_t x_off = b.alloc_sbuf(kSlots * uint64_t{F} * 4);
+  const uint64_t o_off = b.alloc_sbuf(2 * uint64_t{F} * 4);
+  const uint64_t banks[2] = {b.alloc_psum_bank(), b.alloc_psum_bank()};
+  b.emit(kVector, isa::memset(isa::sbuf_tile(DType::kFp32, P, ones_off, 1), 1.0f));
+  b.wait(kTensor, b.mark(kVector));
+  const StreamId qout = dma_queue(2);
+  Token x_free[kSlots], bank_free[2], o_free[2];
+  uint64_t loads = 0, groups = 0;
+  const size_t nk = kept_sizes.size();
+  std::vector<int64_t> loop(nk - 1, 0);
+  while (true) {
+    int64_t in_base = 0, out_base = 0;
+    for (size_t j = 0; j + 1 < nk; ++j) {
+      in_base += loop[j] * ks[0][j];
+      out_base += loop[j] * ks[1][j];
+    }
+    for (int64_t f0 = 0; f0 < inner; f0 += F) {
+      const uint32_t fw = static_cast<uint32_t>(std::min<int64_t>(F, inner - f0));
+      const int g = static_cast<int>(groups++ % 2);
+      const AccessPattern acc = isa::psum_tile(DType::kFp32, 1, banks[g], fw);
+      b.wait(kTensor, bank_free[g]);
+      bool first = true;
+      Token summed;
+      for (int64_t o = 0; o < r_outer; ++o) {
+        for (int64_t i0 = 0; i0 < r_inner; i0 += P) {
+          const uint32_t p = static_cast<uint32_t>(std::min<int64_t>(P, r_inner - i0));
+          const int slot = static_cast<int>(loads % kSlots);
+          const StreamId q = dma_queue(static_cast<uint8_t>(loads++ % 2));
+          AccessPattern src;
+          src.space = MemSpace::kHbm;
+          src.dtype = in.dtype;
+          src.partitions = p;
+          src.partition_stride = r_inner_stride;
+          const int64_t e = in_base + f0 + o * r_outer_stride + i0 * r_inner_stride;
+          src.offset = static_cast<uint64_t>(static_cast<int64_t>(in.address) +
+                                             e * static_cast<int64_t>(dtype_size(in.dtype)));
+          src.ndims = 1;
+          src.dims[0] = {1, fw};
+          const AccessPattern x =
+              isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t{F} * 4, fw);
+          b.wait(q, x_free[slot]);
+          b.emit(q, isa::dma_copy(x, src));
+          b.wait(kTensor, b.mark(q));
+          b.emit(kTensor,
+                 isa::matmul(acc, isa::sbuf_tile(DType::kFp32, p, ones_off, 1), x, !first));
+          summed = b.mark(kTensor);
+          x_free[slot] = summed;
+          first = false;
+        }
+      }
+      const AccessPattern res = isa::sbuf_tile(DType::kFp32, 1, o_off + g * uint64_t{F} * 4, fw);
+      b.wait(kVector, summed);
+      b.wait(kVector, o_free[g]);
+      b.emit(kVector, isa::tensor_scalar(res, acc, AluOp::kMultiply, isa::imm(spec.scale)));
+      bank_free[g] = b.mark(kVector);
+      AccessPattern dst;
+      dst.space = MemSpace::kHbm;
+      dst.dtype = out.dtype;
+      dst.partitions = 1;
+      dst.partition_stride = 0;
+      dst.offset = static_cast<uint64_t>(static_cast<int64_t>(out.address) +
+                                         (out_base + f0 * ks[1].back()) *
+                                             static_cast<int64_t>(dtype_size(out.dtype)));
+      dst.ndims = 1;
+      dst.dims[0] = {ks[1].back(), fw};
+      b.wait(qout, bank_free[g]);
+      b.emit(qout, isa::dma_copy(dst, res));
+      o_free[g] = b.mark(qout);
+    }
+    size_t j = 0;
+    for (; j + 1 < nk; ++j) {
+      if (++loop[j] < kept_sizes[j]) break;
+      loop[j] = 0;
+    }
+    if (j + 1 >= nk) break;
+  }
+  return std::move(b).build();
+}
+
 }  // namespace
 
 Program build_reduce(const std::string& name, const TensorDesc& in, const TensorDesc& out,
@@ -79,6 +177,13 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
   }
   uint64_t red_total = 1;
   for (int64_t s : red.sizes) red_total *= static_cast<uint64_t>(s);
+  int64_t kept_total = 1;
+  for (int64_t s : kept.sizes) kept_total *= s;
+  if (spec.op == ReduceOp::kAdd && !spec.arg && !spec.variance && !spec.nonzero && !spec.sqrt &&
+      red_total > 1 && kept_total > 0 && kept.sizes.back() > 1 && ks[0].back() == 1 &&
+      rs[0].back() != 1) {
+    return build_column_sum(name, in, out, spec, kept.sizes, ks, red.sizes, rs[0], core);
+  }
 
   ProgramBuilder b(name, core);
   const uint32_t P = core.sbuf.partitions;

@@ -3,10 +3,9 @@ neuron device (bf16 autocast off, fp32 weights, AdamW), one `record_function` ra
 
 import sys
 
+import neuronsim
 import torch
 from torch import nn
-
-import neuronsim
 
 steps = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 torch.manual_seed(0)

@@ -112,7 +112,21 @@ void tile_layout(Layout l, uint32_t max_p, uint64_t max_free, std::vector<Tile>&
       l.sizes[n - 1] >= 2 * static_cast<int64_t>(max_p)) {
     const int64_t r = largest_divisor_at_most(
         l.sizes[n - 1], static_cast<int64_t>(max_p) / std::max<int64_t>(1, outer_max));
-    if (r > 1) split(l, n - 1, l.sizes[n - 1] / r);
+    if (r > 1) {
+      split(l, n - 1, l.sizes[n - 1] / r);
+      // The folded part and the outer dims it continues form one partition dim when they
+      // are contiguous: 32 rows x 4 folds are 128 partitions (DMA engines serve 8 each).
+      Layout outer{{l.sizes.begin(), l.sizes.end() - 1}, {}, l.base};
+      for (const auto& st : l.strides) outer.strides.emplace_back(st.begin(), st.end() - 1);
+      coalesce(outer.sizes, outer.strides);
+      if (outer.sizes.empty()) {
+        outer.sizes.push_back(1);
+        for (auto& st : outer.strides) st.push_back(0);
+      }
+      outer.sizes.push_back(l.sizes.back());
+      for (size_t k = 0; k < l.strides.size(); ++k) outer.strides[k].push_back(l.strides[k].back());
+      l = std::move(outer);
+    }
   }
   // Many rows of a short inner dim: fold rows into a second free dim.
   n = l.sizes.size();

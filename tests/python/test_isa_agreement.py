@@ -60,6 +60,10 @@ CASES = {
     "transpose_copy": (lambda a: a.t().contiguous(), (X,), EXACT),
     "cast_copy": (lambda a: a.to(torch.float16), (X,), EXACT),
     "cat": (lambda a, b: torch.cat([a, b], 1), (X, Y), EXACT),
+    # operands stored transposed relative to the output (TensorE transposes), broadcast rows
+    "transposed_operands": (lambda a: a.t() * 0.5 + a.t().contiguous(), (X,), EXACT),
+    "permuted_copy": (lambda a: a.permute(0, 2, 1).contiguous(), (B1,), EXACT),
+    "inner_broadcast": (lambda a: a * a[:, :1] - a.amax(1, keepdim=True), (X,), EXACT),
     "tril_triu": (lambda a: a.tril(2) + a.triu(-3), (X,), EXACT),
     "index_select": (lambda a: a.index_select(0, IDX.to(a.device)), (X,), EXACT),
     "gather": (

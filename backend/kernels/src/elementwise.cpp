@@ -78,8 +78,30 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
       1, std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (2 * nbuf * 4)));
   std::vector<TensorDesc> all = inputs;
   all.push_back(out);
-  const auto tiles =
-      make_tiles(out.sizes, strides_of(all, out.sizes), core.sbuf.partitions, max_free);
+  // Float inputs stored transposed relative to the output go through TensorE transposes (one
+  // PSUM bank per input and slot); others, and integer data, are gathered by the DMA.
+  const uint32_t edge = std::min(core.tensor.rows, core.tensor.columns);
+  const size_t max_transposed = 4;
+  std::vector<bool> transposable(all.size(), false);
+  for (size_t i = 0; i < inputs.size() && i < max_transposed; ++i) {
+    transposable[i] = is_float(inputs[i].dtype) && !expr.integer;
+  }
+  const auto strides = strides_of(all, out.sizes);
+  auto tiles = make_transpose_tiles(out.sizes, strides, transposable, edge);
+  if (tiles.empty()) tiles = make_tiles(out.sizes, strides, core.sbuf.partitions, max_free);
+  bool any_transposed = false;
+  for (const Tile& t : tiles) {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      any_transposed |= transposable[i] && reads_transposed(t, t.operands[i], edge);
+    }
+  }
+  uint64_t stage_off = 0, tr_bank[2][max_transposed] = {};
+  if (any_transposed) {
+    stage_off = b.alloc_sbuf(2 * max_transposed * uint64_t{edge} * 4);
+    for (auto& slot : tr_bank) {
+      for (auto& bank : slot) bank = b.alloc_psum_bank();
+    }
+  }
   uint64_t tile_free = 1;
   for (const Tile& t : tiles) tile_free = std::max(tile_free, t.free_elements());
   SbufPlan plan{b.alloc_sbuf(2 * nbuf * tile_free * 4), tile_free * 4, nbuf};
@@ -108,6 +130,7 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
     // Loads.
     b.wait(qload, slot_free[slot]);
     for (size_t i = 0; i < inputs.size(); ++i) {
+      if (transposable[i] && reads_transposed(t, t.operands[i], edge)) continue;  // below
       AccessPattern src = tile_ap(inputs[i], t, t.operands[i]);
       AccessPattern dst = buf(static_cast<uint32_t>(i));
       if (broadcast_inner(i)) {
@@ -117,10 +140,41 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
       }
       b.emit(qload, isa::dma_copy(dst, src));
     }
+    std::vector<bool> transposed(inputs.size(), false);
+    std::vector<AccessPattern> tr_psum(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      transposed[i] = transposable[i] && reads_transposed(t, t.operands[i], edge);
+      if (!transposed[i]) continue;
+      // Rows along the output's contiguous dim, each a contiguous run of the input.
+      const TileOperand& o = t.operands[i];
+      AccessPattern src = tile_ap(inputs[i], t, o);
+      src.partitions = t.free_sizes[0];
+      src.partition_stride = o.free_strides[0];
+      src.dims[0] = {1, t.partitions};
+      const AccessPattern stage = isa::sbuf_tile(
+          inputs[i].dtype, t.free_sizes[0],
+          stage_off + (uint64_t{static_cast<uint32_t>(slot)} * max_transposed + i) * edge * 4,
+          t.partitions);
+      b.emit(qload, isa::dma_copy(stage, src));
+    }
     const Token loaded = inputs.empty() ? Token{} : b.mark(qload);
+    Token transposes_done;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!transposed[i]) continue;
+      const AccessPattern stage = isa::sbuf_tile(
+          inputs[i].dtype, t.free_sizes[0],
+          stage_off + (uint64_t{static_cast<uint32_t>(slot)} * max_transposed + i) * edge * 4,
+          t.partitions);
+      tr_psum[i] = isa::psum_tile(inputs[i].dtype, t.partitions, tr_bank[slot][i], t.free_sizes[0]);
+      b.wait(kTensor, loaded);
+      b.wait(kTensor, slot_free[slot]);  // the steps of two tiles ago have read this bank
+      b.emit(kTensor, isa::transpose(tr_psum[i], stage));
+      transposes_done = b.mark(kTensor);
+    }
     // Compute: each step on its engine, waiting for the steps it reads.
     std::vector<Token> done(expr.steps.size());
     auto tensor_arg = [&](const Arg& a) {
+      if (a.kind == Arg::kInput && transposed[a.index]) return tr_psum[a.index];
       AccessPattern ap =
           buf(a.kind == Arg::kInput ? a.index : static_cast<uint32_t>(inputs.size()) + a.index);
       if (a.kind == Arg::kInput && broadcast_inner(a.index)) {
@@ -134,7 +188,7 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
       const StreamId e = st.kind == Step::kAct ? kScalar : kVector;
       b.wait(e, slot_free[slot]);  // the store of two tiles ago has read this slot
       for (const Arg* a : {&st.a, &st.b, &st.c}) {
-        if (a->kind == Arg::kInput) b.wait(e, loaded);
+        if (a->kind == Arg::kInput) b.wait(e, transposed[a->index] ? transposes_done : loaded);
         if (a->kind == Arg::kStep) b.wait(e, done[a->index]);
       }
       const AccessPattern dst = buf(static_cast<uint32_t>(inputs.size() + s));
@@ -201,20 +255,57 @@ Program build_copies(const std::string& name,
   for (const auto& [in, out] : pairs)
     es = std::max({es, dtype_size(in.dtype), dtype_size(out.dtype)});
   const uint64_t max_free = std::max<uint64_t>(1, budget / (2 * es));
+  // A float source stored transposed relative to its destination loads as contiguous rows and
+  // is transposed on TensorE (then copied out of PSUM by VectorE); the rest is DMA only.
+  const uint32_t edge = std::min(core.tensor.rows, core.tensor.columns);
+  std::vector<std::vector<Tile>> tiles(pairs.size());
+  std::vector<bool> transposing(pairs.size(), false);
+  for (size_t k = 0; k < pairs.size(); ++k) {
+    const auto& [in, out] = pairs[k];
+    const auto strides = strides_of({in, out}, out.sizes);
+    if (is_float(in.dtype) && is_float(out.dtype)) {
+      tiles[k] = make_transpose_tiles(out.sizes, strides, {true, false}, edge);
+      transposing[k] = !tiles[k].empty();
+    }
+    if (!transposing[k]) tiles[k] = make_tiles(out.sizes, strides, core.sbuf.partitions, max_free);
+  }
   const uint64_t base = b.alloc_sbuf(2 * max_free * es);
+  uint64_t stage_off = 0, tr_bank[2] = {};
+  if (std::find(transposing.begin(), transposing.end(), true) != transposing.end()) {
+    stage_off = b.alloc_sbuf(2 * uint64_t{edge} * es);
+    for (auto& bank : tr_bank) bank = b.alloc_psum_bank();
+  }
   Token slot_free[2];
   const StreamId qload = dma_queue(0), qstore = dma_queue(1);
   uint64_t n = 0;
-  for (const auto& [in, out] : pairs) {
-    const auto tiles =
-        make_tiles(out.sizes, strides_of({in, out}, out.sizes), core.sbuf.partitions, max_free);
-    for (const Tile& t : tiles) {
+  for (size_t k = 0; k < pairs.size(); ++k) {
+    const auto& [in, out] = pairs[k];
+    for (const Tile& t : tiles[k]) {
       const int slot = static_cast<int>(n++ % 2);
       AccessPattern s = isa::sbuf(out.dtype, 0, t.partitions, base + slot * max_free * es,
                                   {{1, static_cast<uint32_t>(t.free_elements())}});
       b.wait(qload, slot_free[slot]);
-      b.emit(qload, isa::dma_copy(s, tile_ap(in, t, t.operands[0])));
-      b.wait(qstore, b.mark(qload));
+      if (transposing[k] && reads_transposed(t, t.operands[0], edge)) {
+        AccessPattern src = tile_ap(in, t, t.operands[0]);
+        src.partitions = t.free_sizes[0];
+        src.partition_stride = t.operands[0].free_strides[0];
+        src.dims[0] = {1, t.partitions};
+        const AccessPattern stage =
+            isa::sbuf_tile(in.dtype, t.free_sizes[0], stage_off + slot * edge * es, t.partitions);
+        b.emit(qload, isa::dma_copy(stage, src));
+        const AccessPattern ps =
+            isa::psum_tile(in.dtype, t.partitions, tr_bank[slot], t.free_sizes[0]);
+        b.wait(kTensor, b.mark(qload));
+        b.wait(kTensor, slot_free[slot]);
+        b.emit(kTensor, isa::transpose(ps, stage));
+        b.wait(kVector, b.mark(kTensor));
+        b.wait(kVector, slot_free[slot]);
+        b.emit(kVector, isa::tensor_copy(s, ps));
+        b.wait(qstore, b.mark(kVector));
+      } else {
+        b.emit(qload, isa::dma_copy(s, tile_ap(in, t, t.operands[0])));
+        b.wait(qstore, b.mark(qload));
+      }
       b.emit(qstore, isa::dma_copy(tile_ap(out, t, t.operands[1]), s));
       slot_free[slot] = b.mark(qstore);
     }

@@ -1,6 +1,7 @@
 #include "neuronsim/kernels/tiling.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace neuronsim::kernels {
 namespace {
@@ -144,6 +145,26 @@ void tile_layout(Layout l, uint32_t max_p, uint64_t max_free, std::vector<Tile>&
   emit(l, max_p, max_free, out);
 }
 
+// Orders dims by the last operand's (the output's) strides, largest first, as TensorIterator
+// does: a permuted output (x.t() * 2 keeps x.t()'s layout) then coalesces like a contiguous one
+// and the innermost dim is the one contiguous in memory.
+void order_by_output(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides) {
+  if (strides.empty()) return;
+  const auto& key = strides.back();
+  std::vector<size_t> perm(sizes.size());
+  for (size_t d = 0; d < perm.size(); ++d) perm[d] = d;
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](size_t x, size_t y) { return std::llabs(key[x]) > std::llabs(key[y]); });
+  std::vector<int64_t> ns;
+  for (size_t d : perm) ns.push_back(sizes[d]);
+  for (auto& st : strides) {
+    std::vector<int64_t> nst;
+    for (size_t d : perm) nst.push_back(st[d]);
+    st = std::move(nst);
+  }
+  sizes = std::move(ns);
+}
+
 }  // namespace
 
 device::AccessPattern tile_ap(const TensorDesc& t, const Tile& tile, const TileOperand& o) {
@@ -191,9 +212,76 @@ std::vector<Tile> make_tiles(const std::vector<int64_t>& sizes,
     if (s == 0) return out;  // empty tensor: nothing to do
   }
   Layout l{sizes, strides, std::vector<int64_t>(strides.size(), 0)};
+  order_by_output(l.sizes, l.strides);
   coalesce(l.sizes, l.strides);
   tile_layout(std::move(l), max_partitions, std::max<uint64_t>(1, max_free_elements), out);
   return out;
+}
+
+std::vector<Tile> make_transpose_tiles(const std::vector<int64_t>& sizes,
+                                       const std::vector<std::vector<int64_t>>& strides,
+                                       const std::vector<bool>& transposable, uint32_t edge) {
+  std::vector<Tile> out;
+  for (int64_t s : sizes) {
+    if (s == 0) return out;
+  }
+  std::vector<int64_t> sz = sizes;
+  std::vector<std::vector<int64_t>> st = strides;
+  order_by_output(sz, st);
+  coalesce(sz, st);
+  const size_t n = sz.size(), nops = st.size();
+  if (n < 2 || nops < 2) return out;
+  const auto& ost = st.back();
+  size_t a = n;  // the output's contiguous dim
+  for (size_t d = 0; d < n; ++d) {
+    if (ost[d] == 1) a = d;
+  }
+  if (a == n) return out;
+  size_t b = n;  // a transposable input's contiguous dim
+  for (size_t k = 0; k + 1 < nops && b == n; ++k) {
+    if (!transposable[k] || st[k][a] == 0 || st[k][a] == 1) continue;
+    for (size_t d = 0; d < n; ++d) {
+      if (d != a && st[k][d] == 1 && sz[d] > 1) b = d;
+    }
+  }
+  if (b == n) return out;
+  std::vector<size_t> loops;
+  for (size_t d = 0; d < n; ++d) {
+    if (d != a && d != b) loops.push_back(d);
+  }
+  std::vector<int64_t> idx(loops.size(), 0);
+  while (true) {
+    for (int64_t b0 = 0; b0 < sz[b]; b0 += edge) {
+      for (int64_t a0 = 0; a0 < sz[a]; a0 += edge) {
+        Tile t;
+        t.partitions = static_cast<uint32_t>(std::min<int64_t>(edge, sz[b] - b0));
+        t.nfree = 1;
+        t.free_sizes = {static_cast<uint32_t>(std::min<int64_t>(edge, sz[a] - a0)), 1};
+        for (size_t k = 0; k < nops; ++k) {
+          TileOperand o;
+          o.offset = b0 * st[k][b] + a0 * st[k][a];
+          for (size_t j = 0; j < loops.size(); ++j) o.offset += idx[j] * st[k][loops[j]];
+          o.partition_stride = st[k][b];
+          o.free_strides = {st[k][a], 0};
+          t.operands.push_back(o);
+        }
+        out.push_back(std::move(t));
+      }
+    }
+    size_t j = 0;
+    for (; j < loops.size(); ++j) {
+      if (++idx[j] < sz[loops[j]]) break;
+      idx[j] = 0;
+    }
+    if (j == loops.size()) break;
+  }
+  return out;
+}
+
+bool reads_transposed(const Tile& t, const TileOperand& o, uint32_t edge) {
+  return t.nfree == 1 && o.partition_stride == 1 && o.free_strides[0] != 0 &&
+         o.free_strides[0] != 1 && t.partitions > 1 && t.partitions <= edge &&
+         t.free_sizes[0] <= edge;
 }
 
 }  // namespace neuronsim::kernels

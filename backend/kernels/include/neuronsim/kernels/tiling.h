@@ -37,6 +37,19 @@ std::vector<Tile> make_tiles(const std::vector<int64_t>& sizes,
                              const std::vector<std::vector<int64_t>>& strides,
                              uint32_t max_partitions, uint64_t max_free_elements);
 
+/// Tiles for operands stored transposed relative to the output (an input contiguous along a
+/// dim where the output is not): [partitions along that dim, free along the output's
+/// contiguous dim], both <= `edge`, so such an input loads as contiguous rows and is
+/// transposed on TensorE. `transposable[k]` says whether operand k may be (float data); the
+/// last operand is the output. Empty when no operand needs it.
+std::vector<Tile> make_transpose_tiles(const std::vector<int64_t>& sizes,
+                                       const std::vector<std::vector<int64_t>>& strides,
+                                       const std::vector<bool>& transposable, uint32_t edge);
+
+/// True when tile operand `o` reads an input transposed: contiguous along the partitions, a
+/// strided single free dim, and both extents within a TensorE transpose.
+bool reads_transposed(const Tile& t, const TileOperand& o, uint32_t edge);
+
 /// Drops size-1 dims and merges neighbours that are contiguous in every operand.
 void coalesce(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides);
 

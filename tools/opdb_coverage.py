@@ -17,18 +17,23 @@ import subprocess
 import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAIL_KEYS = ("disagree", "neuron_only_error", "grad_disagree", "grad_neuron_only_error")
 
 
 def _status(entry: dict) -> tuple[str, str]:
     """(how it ran, result) for one OpInfo/dtype entry of the report."""
     if "crashed" in entry:
         return "crashed", "FAIL"
-    fails = sum(entry.get(k, 0) for k in FAIL_KEYS)
-    ran = entry.get("ran", 0)
+    ran, grad_ran = entry.get("ran", 0), entry.get("grad_ran", 0)
     if ran == 0:
         return entry.get("kind", "none"), "no samples"
-    return entry.get("kind", "none"), "pass" if fails == 0 else f"FAIL {fails}/{ran}"
+    fails = entry.get("disagree", 0) + entry.get("neuron_only_error", 0)
+    grad_fails = entry.get("grad_disagree", 0) + entry.get("grad_neuron_only_error", 0)
+    if fails == 0 and grad_fails == 0:
+        return entry.get("kind", "none"), "pass"
+    parts = [f"{fails}/{ran}"] if fails else []
+    if grad_fails:
+        parts.append(f"grad {grad_fails}/{grad_ran}")
+    return entry.get("kind", "none"), "FAIL " + ", ".join(parts)
 
 
 def main() -> int:
@@ -49,7 +54,7 @@ def main() -> int:
 
     dtypes = [d.removeprefix("torch.") for d in report["dtypes"]]
     width = max(len(n) for n in report["ops"]) + 2
-    print(f"{'OpInfo':<{width}}" + "".join(f"{d:<28}" for d in dtypes))
+    print(f"{'OpInfo':<{width}}" + "".join(f"{d:<34}" for d in dtypes))
     counts = {d: {"native": 0, "fallback": 0, "none": 0, "pass": 0, "fail": 0} for d in dtypes}
     skipped = 0
     for name in sorted(report["ops"]):
@@ -73,7 +78,7 @@ def main() -> int:
             counts[d][kind if kind in counts[d] else "none"] += 1
             cells.append(f"{kind} {result}")
         if failing or not args.failing:
-            print(f"{name:<{width}}" + "".join(f"{c:<28}" for c in cells))
+            print(f"{name:<{width}}" + "".join(f"{c:<34}" for c in cells))
     print()
     print(f"{skipped} OpInfos skipped as nondeterministic (random values by design)")
     for d in dtypes:
@@ -91,6 +96,13 @@ def main() -> int:
             f"{t.get('agree_by_reference', 0)} agree against a float64 reference, "
             f"{t.get('both_raise', 0)} raise on both, {t.get('disagree', 0)} disagree, "
             f"{t.get('neuron_only_error', 0)} raise only on neuron"
+        )
+    if t.get("grad_samples"):
+        print(
+            f"gradients: {t['grad_samples']} samples, {t.get('grad_agree', 0)} agree, "
+            f"{t.get('grad_agree_by_reference', 0)} agree against a float64 reference, "
+            f"{t.get('grad_disagree', 0)} disagree, "
+            f"{t.get('grad_neuron_only_error', 0)} raise only on neuron"
         )
     return 0
 

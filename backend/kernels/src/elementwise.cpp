@@ -169,12 +169,16 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
       b.wait(kTensor, loaded);
       b.wait(kTensor, slot_free[slot]);  // the steps of two tiles ago have read this bank
       b.emit(kTensor, isa::transpose(tr_psum[i], stage));
-      transposes_done = b.mark(kTensor);
+      // Into the input's SBUF buffer: a step may read two such inputs (or one twice), and an
+      // engine reads at most one operand from PSUM.
+      b.wait(kVector, b.mark(kTensor));
+      b.wait(kVector, slot_free[slot]);
+      b.emit(kVector, isa::tensor_copy(buf(static_cast<uint32_t>(i)), tr_psum[i]));
+      transposes_done = b.mark(kVector);
     }
     // Compute: each step on its engine, waiting for the steps it reads.
     std::vector<Token> done(expr.steps.size());
     auto tensor_arg = [&](const Arg& a) {
-      if (a.kind == Arg::kInput && transposed[a.index]) return tr_psum[a.index];
       AccessPattern ap =
           buf(a.kind == Arg::kInput ? a.index : static_cast<uint32_t>(inputs.size()) + a.index);
       if (a.kind == Arg::kInput && broadcast_inner(a.index)) {

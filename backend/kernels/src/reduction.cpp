@@ -137,6 +137,7 @@ Program build_column_sum(const std::string& name, const TensorDesc& in, const Te
 
 Program build_reduce(const std::string& name, const TensorDesc& in, const TensorDesc& out,
                      const ReduceSpec& spec, const CoreParams& core) {
+  if (out.numel() == 0) return Program{name, {}, {}};  // nothing to write
   const int64_t nd = in.dim();
   std::vector<bool> reduced(static_cast<size_t>(nd), spec.dims.empty());
   for (int64_t d : spec.dims) reduced.at(static_cast<size_t>(d < 0 ? d + nd : d)) = true;

@@ -2,7 +2,8 @@
 
 Each row runs the same work on CPU tensors and on neuron tensors (values computed by ATen on the
 host, time by the simulated NeuronCore) and prints wall-clock time per iteration and the ratio.
-The ratio is the price of simulation; the simulated device time is printed alongside.
+The ratio is the price of simulation; the simulated device time is printed alongside. Goals
+(issue 6, fast mode): large ops within 1.3x of CPU eager; small ops within 4x per op.
 
     .venv/bin/python bench/eager_overhead_bench.py
 """
@@ -35,12 +36,23 @@ def main():
         a = torch.randn(n, n, device=dev)
         return lambda: a @ a
 
-    def train_step(dev):
-        model = torch.nn.Sequential(
+    def mlp(dev):
+        return torch.nn.Sequential(
             torch.nn.Linear(256, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 256)
         ).to(dev)
+
+    def mlp_fwd_bwd(dev):
+        model, x = mlp(dev), torch.randn(64, 256, device=dev)
+
+        def step():
+            model.zero_grad(set_to_none=True)
+            model(x).square().mean().backward()
+
+        return step
+
+    def train_step(dev):
+        model, x = mlp(dev), torch.randn(64, 256, device=dev)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        x = torch.randn(64, 256, device=dev)
 
         def step():
             opt.zero_grad()
@@ -49,10 +61,25 @@ def main():
 
         return step
 
+    def small_op_loop(dev):
+        # 100 small elementwise ops back to back: the per-op dispatch and launch cost.
+        x = torch.randn(32, 32, device=dev)
+
+        def loop():
+            y = x
+            for _ in range(25):
+                y = (y * 0.5 + 1.0).relu() - x
+            return y
+
+        return loop
+
     cases = [
         ("add 64x64", small_add, 2000),
+        ("100 small ops", small_op_loop, 20),
         ("matmul 256", lambda d: mm(d, 256), 200),
         ("matmul 1024", lambda d: mm(d, 1024), 10),
+        ("matmul 2048", lambda d: mm(d, 2048), 5),
+        ("MLP fwd+bwd", mlp_fwd_bwd, 30),
         ("MLP train step", train_step, 30),
     ]
     print(f"{'case':<18}{'cpu ms':>10}{'neuron ms':>12}{'ratio':>8}{'sim us/iter':>14}")

@@ -87,7 +87,16 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
     transposable[i] = is_float(inputs[i].dtype) && !expr.integer;
   }
   const auto strides = strides_of(all, out.sizes);
-  auto tiles = make_transpose_tiles(out.sizes, strides, transposable, edge);
+  // Only worth looking for when some input's layout differs from the output's.
+  bool layouts_differ = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t d = 0; d < out.sizes.size(); ++d) {
+      layouts_differ |= transposable[i] && out.sizes[d] > 1 && strides[i][d] != 0 &&
+                        strides[i][d] != strides.back()[d];
+    }
+  }
+  std::vector<Tile> tiles;
+  if (layouts_differ) tiles = make_transpose_tiles(out.sizes, strides, transposable, edge);
   if (tiles.empty()) tiles = make_tiles(out.sizes, strides, core.sbuf.partitions, max_free);
   bool any_transposed = false;
   for (const Tile& t : tiles) {

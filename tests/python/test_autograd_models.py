@@ -198,6 +198,40 @@ def test_transformer_block_training_matches_cpu(sdpa, opt_name):
     _assert_params_close(cpu, dev, grads=False)
 
 
+def test_transformer_encoder_layer_trains_like_cpu_with_simulated_step_time():
+    """nn.TransformerEncoderLayer + AdamW, four steps: the loss curve matches the CPU's and every
+    step costs simulated time (printed, so `pytest -s` shows it)."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(
+        d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, batch_first=True
+    )
+    cpu, dev = _pair(nn.Sequential(layer, nn.Linear(32, 10)))
+    opt_c = torch.optim.AdamW(cpu.parameters(), lr=3e-3)
+    opt_d = torch.optim.AdamW(dev.parameters(), lr=3e-3)
+    x, y = torch.randn(4, 12, 32), torch.randint(0, 10, (4, 12))
+    x_d, y_d = x.to("neuron"), y.to("neuron")
+    losses_c, losses_d, step_ns = [], [], []
+    for _ in range(4):
+        for model, opt, a, b, losses in (
+            (cpu, opt_c, x, y, losses_c),
+            (dev, opt_d, x_d, y_d, losses_d),
+        ):
+            t0 = neuronsim.simulated_time_ns()
+            opt.zero_grad()
+            with sdpa_kernel(SDPBackend.MATH):
+                loss = F.cross_entropy(model(a).flatten(0, 1), b.flatten())
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())  # synchronizes the device
+            if model is dev:
+                step_ns.append(neuronsim.simulated_time_ns() - t0)
+    print("simulated us per step:", [round(t / 1e3, 1) for t in step_ns])
+    assert losses_c[-1] < losses_c[0]
+    assert_close(losses_d, losses_c, rtol=1e-5, atol=1e-5)
+    assert all(t > 0 for t in step_ns)
+    assert abs(step_ns[2] - step_ns[3]) < 1e-3  # same work, same simulated time
+
+
 def test_transformer_step_runs_without_fallback():
     """Forward, backward and AdamW step of the block use only native ops."""
     torch.manual_seed(0)

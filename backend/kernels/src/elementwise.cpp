@@ -87,16 +87,7 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
     transposable[i] = is_float(inputs[i].dtype) && !expr.integer;
   }
   const auto strides = strides_of(all, out.sizes);
-  // Only worth looking for when some input's layout differs from the output's.
-  bool layouts_differ = false;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    for (size_t d = 0; d < out.sizes.size(); ++d) {
-      layouts_differ |= transposable[i] && out.sizes[d] > 1 && strides[i][d] != 0 &&
-                        strides[i][d] != strides.back()[d];
-    }
-  }
-  std::vector<Tile> tiles;
-  if (layouts_differ) tiles = make_transpose_tiles(out.sizes, strides, transposable, edge);
+  auto tiles = make_transpose_tiles(out.sizes, strides, transposable, edge);
   if (tiles.empty()) tiles = make_tiles(out.sizes, strides, core.sbuf.partitions, max_free);
   bool any_transposed = false;
   for (const Tile& t : tiles) {
@@ -136,10 +127,20 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
     auto broadcast_inner = [&](size_t i) {
       return t.free_sizes[inner] > 1 && t.operands[i].free_strides[inner] == 0;
     };
-    // Loads.
+    // Loads; inputs read transposed land in a staging tile first.
+    std::vector<bool> transposed(inputs.size(), false);
+    std::vector<AccessPattern> stage(inputs.size());
     b.wait(qload, slot_free[slot]);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      if (transposable[i] && reads_transposed(t, t.operands[i], edge)) continue;  // below
+      transposed[i] = transposable[i] && reads_transposed(t, t.operands[i], edge);
+      if (transposed[i]) {
+        stage[i] = isa::sbuf_tile(
+            inputs[i].dtype, t.free_sizes[0],
+            stage_off + (uint64_t{static_cast<uint32_t>(slot)} * max_transposed + i) * edge * 4,
+            t.partitions);
+        b.emit(qload, isa::dma_copy(stage[i], transposed_rows_ap(inputs[i], t, t.operands[i])));
+        continue;
+      }
       AccessPattern src = tile_ap(inputs[i], t, t.operands[i]);
       AccessPattern dst = buf(static_cast<uint32_t>(i));
       if (broadcast_inner(i)) {
@@ -149,40 +150,20 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
       }
       b.emit(qload, isa::dma_copy(dst, src));
     }
-    std::vector<bool> transposed(inputs.size(), false);
-    std::vector<AccessPattern> tr_psum(inputs.size());
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      transposed[i] = transposable[i] && reads_transposed(t, t.operands[i], edge);
-      if (!transposed[i]) continue;
-      // Rows along the output's contiguous dim, each a contiguous run of the input.
-      const TileOperand& o = t.operands[i];
-      AccessPattern src = tile_ap(inputs[i], t, o);
-      src.partitions = t.free_sizes[0];
-      src.partition_stride = o.free_strides[0];
-      src.dims[0] = {1, t.partitions};
-      const AccessPattern stage = isa::sbuf_tile(
-          inputs[i].dtype, t.free_sizes[0],
-          stage_off + (uint64_t{static_cast<uint32_t>(slot)} * max_transposed + i) * edge * 4,
-          t.partitions);
-      b.emit(qload, isa::dma_copy(stage, src));
-    }
     const Token loaded = inputs.empty() ? Token{} : b.mark(qload);
     Token transposes_done;
     for (size_t i = 0; i < inputs.size(); ++i) {
       if (!transposed[i]) continue;
-      const AccessPattern stage = isa::sbuf_tile(
-          inputs[i].dtype, t.free_sizes[0],
-          stage_off + (uint64_t{static_cast<uint32_t>(slot)} * max_transposed + i) * edge * 4,
-          t.partitions);
-      tr_psum[i] = isa::psum_tile(inputs[i].dtype, t.partitions, tr_bank[slot][i], t.free_sizes[0]);
+      const AccessPattern ps =
+          isa::psum_tile(inputs[i].dtype, t.partitions, tr_bank[slot][i], t.free_sizes[0]);
       b.wait(kTensor, loaded);
       b.wait(kTensor, slot_free[slot]);  // the steps of two tiles ago have read this bank
-      b.emit(kTensor, isa::transpose(tr_psum[i], stage));
+      b.emit(kTensor, isa::transpose(ps, stage[i]));
       // Into the input's SBUF buffer: a step may read two such inputs (or one twice), and an
       // engine reads at most one operand from PSUM.
       b.wait(kVector, b.mark(kTensor));
       b.wait(kVector, slot_free[slot]);
-      b.emit(kVector, isa::tensor_copy(buf(static_cast<uint32_t>(i)), tr_psum[i]));
+      b.emit(kVector, isa::tensor_copy(buf(static_cast<uint32_t>(i)), ps));
       transposes_done = b.mark(kVector);
     }
     // Compute: each step on its engine, waiting for the steps it reads.
@@ -299,13 +280,9 @@ Program build_copies(const std::string& name,
                                   {{1, static_cast<uint32_t>(t.free_elements())}});
       b.wait(qload, slot_free[slot]);
       if (transposing[k] && reads_transposed(t, t.operands[0], edge)) {
-        AccessPattern src = tile_ap(in, t, t.operands[0]);
-        src.partitions = t.free_sizes[0];
-        src.partition_stride = t.operands[0].free_strides[0];
-        src.dims[0] = {1, t.partitions};
         const AccessPattern stage =
             isa::sbuf_tile(in.dtype, t.free_sizes[0], stage_off + slot * edge * es, t.partitions);
-        b.emit(qload, isa::dma_copy(stage, src));
+        b.emit(qload, isa::dma_copy(stage, transposed_rows_ap(in, t, t.operands[0])));
         const AccessPattern ps =
             isa::psum_tile(in.dtype, t.partitions, tr_bank[slot], t.free_sizes[0]);
         b.wait(kTensor, b.mark(qload));

@@ -35,6 +35,29 @@ struct Dims {
   std::vector<int64_t> in_strides, out_strides;
 };
 
+// Calls fn(in_base, out_base) for every index of the kept dims but the innermost: that index's
+// element offsets in the input and the output (ks[0], ks[1] are their strides).
+template <typename Fn>
+void for_each_outer_kept(const std::vector<int64_t>& sizes,
+                         const std::vector<std::vector<int64_t>>& ks, Fn&& fn) {
+  const size_t nk = sizes.size();
+  std::vector<int64_t> idx(nk - 1, 0);
+  while (true) {
+    int64_t in_base = 0, out_base = 0;
+    for (size_t j = 0; j + 1 < nk; ++j) {
+      in_base += idx[j] * ks[0][j];
+      out_base += idx[j] * ks[1][j];
+    }
+    fn(in_base, out_base);
+    size_t j = 0;
+    for (; j + 1 < nk; ++j) {
+      if (++idx[j] < sizes[j]) break;
+      idx[j] = 0;
+    }
+    if (j + 1 >= nk) return;
+  }
+}
+
 // Sums over dims that lie outside the kept innermost dim in memory (x.sum(0) of a row-major
 // matrix: bias gradients, batch sums). Reduced rows go on partitions and TensorE adds them,
 // ones^T @ x accumulating in PSUM, so every DMA reads contiguous rows; the generic path would
@@ -62,14 +85,7 @@ Program build_column_sum(const std::string& name, const TensorDesc& in, const Te
   const StreamId qout = dma_queue(2);
   Token x_free[kSlots], bank_free[2], o_free[2];
   uint64_t loads = 0, groups = 0;
-  const size_t nk = kept_sizes.size();
-  std::vector<int64_t> loop(nk - 1, 0);
-  while (true) {
-    int64_t in_base = 0, out_base = 0;
-    for (size_t j = 0; j + 1 < nk; ++j) {
-      in_base += loop[j] * ks[0][j];
-      out_base += loop[j] * ks[1][j];
-    }
+  for_each_outer_kept(kept_sizes, ks, [&](int64_t in_base, int64_t out_base) {
     for (int64_t f0 = 0; f0 < inner; f0 += F) {
       const uint32_t fw = static_cast<uint32_t>(std::min<int64_t>(F, inner - f0));
       const int g = static_cast<int>(groups++ % 2);
@@ -123,13 +139,7 @@ Program build_column_sum(const std::string& name, const TensorDesc& in, const Te
       b.emit(qout, isa::dma_copy(dst, res));
       o_free[g] = b.mark(qout);
     }
-    size_t j = 0;
-    for (; j + 1 < nk; ++j) {
-      if (++loop[j] < kept_sizes[j]) break;
-      loop[j] = 0;
-    }
-    if (j + 1 >= nk) break;
-  }
+  });
   return std::move(b).build();
 }
 
@@ -200,18 +210,11 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
   const uint64_t i_off = b.alloc_sbuf(uint64_t(chunk) * 4);  // iota (arg)
   const uint64_t acc_off = b.alloc_sbuf(8 * 4);              // acc, partial, mean, idx, tmp
   const StreamId qin = dma_queue(0), qout = dma_queue(1);
-  const size_t nk = kept.sizes.size();
   const int64_t rows = kept.sizes.back();
-  std::vector<int64_t> loop(nk - 1, 0);
   Token x_free[2], acc_free;
   uint64_t load_count = 0;
   auto col = [&](int i, uint32_t p) { return isa::sbuf_tile(DType::kFp32, p, acc_off + i * 4, 1); };
-  while (true) {
-    int64_t in_base = 0, out_base = 0;
-    for (size_t j = 0; j + 1 < nk; ++j) {
-      in_base += loop[j] * ks[0][j];
-      out_base += loop[j] * ks[1][j];
-    }
+  for_each_outer_kept(kept.sizes, ks, [&](int64_t in_base, int64_t out_base) {
     for (int64_t r0 = 0; r0 < rows; r0 += P) {
       const uint32_t p = static_cast<uint32_t>(std::min<int64_t>(P, rows - r0));
       const int64_t row_in = in_base + r0 * ks[0].back();
@@ -334,13 +337,7 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
       acc_free = b.mark(qout);
       if (spec.sqrt) b.wait(kScalar, acc_free);
     }
-    size_t j = 0;
-    for (; j + 1 < nk; ++j) {
-      if (++loop[j] < kept.sizes[j]) break;
-      loop[j] = 0;
-    }
-    if (j + 1 >= nk) break;
-  }
+  });
   return std::move(b).build();
 }
 

@@ -225,6 +225,15 @@ std::vector<Tile> make_transpose_tiles(const std::vector<int64_t>& sizes,
   for (int64_t s : sizes) {
     if (s == 0) return out;
   }
+  // Cheap early out (elementwise kernels call this on every launch): a transposable input
+  // must differ from the output's layout somewhere.
+  bool layouts_differ = false;
+  for (size_t k = 0; k + 1 < strides.size(); ++k) {
+    for (size_t d = 0; d < sizes.size() && transposable[k]; ++d) {
+      layouts_differ |= sizes[d] > 1 && strides[k][d] != 0 && strides[k][d] != strides.back()[d];
+    }
+  }
+  if (!layouts_differ) return out;
   std::vector<int64_t> sz = sizes;
   std::vector<std::vector<int64_t>> st = strides;
   order_by_output(sz, st);
@@ -276,6 +285,15 @@ std::vector<Tile> make_transpose_tiles(const std::vector<int64_t>& sizes,
     if (j == loops.size()) break;
   }
   return out;
+}
+
+device::AccessPattern transposed_rows_ap(const TensorDesc& t, const Tile& tile,
+                                         const TileOperand& o) {
+  device::AccessPattern ap = tile_ap(t, tile, o);
+  ap.partitions = tile.free_sizes[0];
+  ap.partition_stride = o.free_strides[0];
+  ap.dims[0] = {o.partition_stride, tile.partitions};
+  return ap;
 }
 
 bool reads_transposed(const Tile& t, const TileOperand& o, uint32_t edge) {

@@ -46,6 +46,12 @@ std::vector<Tile> make_transpose_tiles(const std::vector<int64_t>& sizes,
                                        const std::vector<std::vector<int64_t>>& strides,
                                        const std::vector<bool>& transposable, uint32_t edge);
 
+/// The HBM access pattern that loads operand `o` of a tile that reads it transposed
+/// (reads_transposed) as rows along the tile's free dim, each a contiguous run of the input:
+/// [free_sizes[0] partitions, t.partitions elements], ready for a TensorE transpose.
+device::AccessPattern transposed_rows_ap(const TensorDesc& t, const Tile& tile,
+                                         const TileOperand& o);
+
 /// True when tile operand `o` reads an input transposed: contiguous along the partitions, a
 /// strided single free dim, and both extents within a TensorE transpose.
 bool reads_transposed(const Tile& t, const TileOperand& o, uint32_t edge);

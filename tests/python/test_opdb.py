@@ -431,6 +431,24 @@ _GRAD_COUNTS = (
 )
 
 
+def _samples(op, dtype, requires_grad: bool, max_samples: int, errors: list):
+    """op's samples for dtype, generated under torch.manual_seed(0), at most max_samples (0: all).
+    An exception from op_db's sample generator ends the samples and is appended to errors."""
+    torch.manual_seed(0)
+    try:
+        samples = iter(op.sample_inputs("cpu", dtype, requires_grad=requires_grad))
+        n = 0
+        while max_samples <= 0 or n < max_samples:
+            try:
+                sample = next(samples)
+            except StopIteration:
+                return
+            n += 1
+            yield sample
+    except Exception as e:  # noqa: BLE001
+        errors.append(e)
+
+
 def _run_grads(op, dtype, overrides: dict, max_samples: int) -> dict:
     """The gradient comparison of one OpInfo for one dtype (see the module docstring)."""
     import neuronsim
@@ -439,20 +457,8 @@ def _run_grads(op, dtype, overrides: dict, max_samples: int) -> dict:
     native, fallback = set(), set()
     failures: list[str] = []
     secs = {"cpu": 0.0, "neuron": 0.0}
-    torch.manual_seed(0)
-    gen_error = None
-    try:
-        samples = iter(op.sample_inputs("cpu", dtype, requires_grad=True))
-    except Exception as e:  # noqa: BLE001
-        samples, gen_error = iter(()), e
-    while max_samples <= 0 or r["grad_ran"] < max_samples:
-        try:
-            sample = next(samples)
-        except StopIteration:
-            break
-        except Exception as e:  # noqa: BLE001
-            gen_error = e
-            break
+    gen_errors: list[Exception] = []
+    for sample in _samples(op, dtype, True, max_samples, gen_errors):
         i = r["grad_ran"]
         r["grad_ran"] += 1
         # Device leaves first: ops may write their inputs.
@@ -512,8 +518,8 @@ def _run_grads(op, dtype, overrides: dict, max_samples: int) -> dict:
         "seconds_grad_cpu": round(secs["cpu"], 3),
         "seconds_grad_neuron": round(secs["neuron"], 3),
     }
-    if gen_error is not None:
-        res["grad_sample_generation_error"] = repr(gen_error)[:200]
+    if gen_errors:
+        res["grad_sample_generation_error"] = repr(gen_errors[0])[:200]
     return res
 
 
@@ -544,20 +550,8 @@ def _run_op(op, max_samples: int) -> dict:
         native, fallback = set(), set()
         failures: list[str] = []
         secs = {"cpu": 0.0, "neuron": 0.0}
-        torch.manual_seed(0)
-        gen_error = None
-        try:
-            samples = iter(op.sample_inputs("cpu", dtype, requires_grad=False))
-        except Exception as e:  # noqa: BLE001
-            samples, gen_error = iter(()), e
-        while max_samples <= 0 or r["ran"] < max_samples:
-            try:
-                sample = next(samples)
-            except StopIteration:
-                break
-            except Exception as e:  # noqa: BLE001
-                gen_error = e
-                break
+        gen_errors: list[Exception] = []
+        for sample in _samples(op, dtype, False, max_samples, gen_errors):
             i = r["ran"]
             r["ran"] += 1
             ns = _neuron_sample(op, sample)  # before the CPU run: ops may write their inputs
@@ -613,8 +607,8 @@ def _run_op(op, max_samples: int) -> dict:
             "seconds_cpu": round(secs["cpu"], 3),
             "seconds_neuron": round(secs["neuron"], 3),
         }
-        if gen_error is not None:
-            entry[dname]["sample_generation_error"] = repr(gen_error)[:200]
+        if gen_errors:
+            entry[dname]["sample_generation_error"] = repr(gen_errors[0])[:200]
         if dtype in GRAD_DTYPES and dtype in op.supported_backward_dtypes("cpu"):
             caps = [n for n in (max_samples, GRAD_MAX_SAMPLES) if n > 0]
             entry[dname].update(_run_grads(op, dtype, overrides, min(caps, default=0)))

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "neuronsim/kernels/reference.h"
+#include "neuronsim/reference/host_checks.h"
 
 namespace neuronsim::bench {
 namespace {
@@ -56,9 +56,9 @@ GemmWorkload make_gemm(uint32_t size, bool fill_inputs) {
   w.addr.c = hbm_alloc(uint64_t{s.m} * s.n * oes);
   if (fill_inputs) {
     uint8_t* hbm = dev.hbm_data();
-    kernels::fill_normal(hbm + w.addr.a_t, s.in_dtype, uint64_t{s.k} * s.m, 1);
-    kernels::fill_normal(hbm + w.addr.b, s.in_dtype, uint64_t{s.k} * s.n, 2, 0.05f);
-    kernels::fill_normal(hbm + w.addr.bias, s.in_dtype, s.n, 3);
+    reference::fill_normal(hbm + w.addr.a_t, s.in_dtype, uint64_t{s.k} * s.m, 1);
+    reference::fill_normal(hbm + w.addr.b, s.in_dtype, uint64_t{s.k} * s.n, 2, 0.05f);
+    reference::fill_normal(hbm + w.addr.bias, s.in_dtype, s.n, 3);
   }
   w.program = kernels::build_gemm(s, w.addr, dev.params().core);
   return w;
@@ -77,9 +77,9 @@ LayerNormWorkload make_layernorm(uint32_t rows, uint32_t dim, bool fill_inputs) 
   w.addr.y = hbm_alloc(uint64_t{rows} * dim * es);
   if (fill_inputs) {
     uint8_t* hbm = dev.hbm_data();
-    kernels::fill_normal(hbm + w.addr.x, s.dtype, uint64_t{rows} * dim, 4);
-    kernels::fill_normal(hbm + w.addr.gamma, s.dtype, dim, 5);
-    kernels::fill_normal(hbm + w.addr.beta, s.dtype, dim, 6);
+    reference::fill_normal(hbm + w.addr.x, s.dtype, uint64_t{rows} * dim, 4);
+    reference::fill_normal(hbm + w.addr.gamma, s.dtype, dim, 5);
+    reference::fill_normal(hbm + w.addr.beta, s.dtype, dim, 6);
   }
   w.program = kernels::build_layernorm(s, w.addr, dev.params().core);
   return w;

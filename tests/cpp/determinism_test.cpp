@@ -14,7 +14,7 @@
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/gemm.h"
 #include "neuronsim/kernels/layernorm.h"
-#include "neuronsim/kernels/reference.h"
+#include "neuronsim/reference/host_checks.h"
 #include "test_util.h"
 
 namespace neuronsim {
@@ -78,9 +78,9 @@ Results run_trn1(const std::string& trace_path) {
   traces::ChromeJsonSink sink(trace_path);
   dev->set_trace_sink(&sink);
   const auto spec = gemm_spec();
-  kernels::fill_normal(dev->hbm_data() + kGemm.a_t, spec.in_dtype, uint64_t{spec.k} * spec.m, 1);
-  kernels::fill_normal(dev->hbm_data() + kGemm.b, spec.in_dtype, uint64_t{spec.k} * spec.n, 2);
-  kernels::fill_normal(dev->hbm_data() + kGemm.bias, spec.in_dtype, spec.n, 3);
+  reference::fill_normal(dev->hbm_data() + kGemm.a_t, spec.in_dtype, uint64_t{spec.k} * spec.m, 1);
+  reference::fill_normal(dev->hbm_data() + kGemm.b, spec.in_dtype, uint64_t{spec.k} * spec.n, 2);
+  reference::fill_normal(dev->hbm_data() + kGemm.bias, spec.in_dtype, spec.n, 3);
   const auto g = dev->run(0, kernels::build_gemm(spec, kGemm, dev->params().core));
   kernels::LayerNormSpec ln{300, 96, DType::kBf16, 1e-5f};
   kernels::LayerNormAddresses la{8 << 20, 9 << 20, 10 << 20, 11 << 20};

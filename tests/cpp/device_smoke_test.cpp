@@ -1,7 +1,7 @@
 // End to end: the library GEMM and layernorm compute the right values on the simulated core.
 #include <gtest/gtest.h>
 
-#include "neuronsim/kernels/reference.h"
+#include "neuronsim/reference/host_checks.h"
 #include "test_util.h"
 
 namespace neuronsim {
@@ -14,13 +14,12 @@ TEST(DeviceSmoke, GemmWithBiasAndGeluMatchesHostReference) {
   s.bias = true;
   s.epilogue = device::ActFunc::kGelu;
   kernels::GemmAddresses a{0, 1 << 20, 2 << 20, 3 << 20};
-  kernels::fill_normal(dev->hbm_data() + a.a_t, s.in_dtype, uint64_t{s.k} * s.m, 1);
-  kernels::fill_normal(dev->hbm_data() + a.b, s.in_dtype, uint64_t{s.k} * s.n, 2, 0.1f);
-  kernels::fill_normal(dev->hbm_data() + a.bias, s.in_dtype, s.n, 3);
+  reference::fill_normal(dev->hbm_data() + a.a_t, s.in_dtype, uint64_t{s.k} * s.m, 1);
+  reference::fill_normal(dev->hbm_data() + a.b, s.in_dtype, uint64_t{s.k} * s.n, 2, 0.1f);
+  reference::fill_normal(dev->hbm_data() + a.bias, s.in_dtype, s.n, 3);
   dev->run(0, kernels::build_gemm(s, a, dev->params().core));
-  const auto out = kernels::read_floats(dev->hbm_data() + a.c, s.out_dtype, uint64_t{s.m} * s.n);
-  const auto cmp =
-      kernels::compare(out, kernels::reference_gemm(s, dev->hbm_data(), a), 2e-2, 2e-2);
+  const auto out = reference::read_floats(dev->hbm_data() + a.c, s.out_dtype, uint64_t{s.m} * s.n);
+  const auto cmp = reference::compare(out, reference::gemm(s, dev->hbm_data(), a), 2e-2, 2e-2);
   EXPECT_EQ(cmp.mismatches, 0u) << "max abs error " << cmp.max_abs_error;
 }
 
@@ -29,13 +28,12 @@ TEST(DeviceSmoke, LayerNormMatchesHostReference) {
   kernels::LayerNormSpec s;
   s.rows = 300, s.dim = 96, s.dtype = device::DType::kFp32;
   kernels::LayerNormAddresses a{0, 1 << 20, 2 << 20, 3 << 20};
-  kernels::fill_normal(dev->hbm_data() + a.x, s.dtype, uint64_t{s.rows} * s.dim, 4);
-  kernels::fill_normal(dev->hbm_data() + a.gamma, s.dtype, s.dim, 5);
-  kernels::fill_normal(dev->hbm_data() + a.beta, s.dtype, s.dim, 6);
+  reference::fill_normal(dev->hbm_data() + a.x, s.dtype, uint64_t{s.rows} * s.dim, 4);
+  reference::fill_normal(dev->hbm_data() + a.gamma, s.dtype, s.dim, 5);
+  reference::fill_normal(dev->hbm_data() + a.beta, s.dtype, s.dim, 6);
   dev->run(0, kernels::build_layernorm(s, a, dev->params().core));
-  const auto out = kernels::read_floats(dev->hbm_data() + a.y, s.dtype, uint64_t{s.rows} * s.dim);
-  const auto cmp =
-      kernels::compare(out, kernels::reference_layernorm(s, dev->hbm_data(), a), 1e-4, 1e-4);
+  const auto out = reference::read_floats(dev->hbm_data() + a.y, s.dtype, uint64_t{s.rows} * s.dim);
+  const auto cmp = reference::compare(out, reference::layernorm(s, dev->hbm_data(), a), 1e-4, 1e-4);
   EXPECT_EQ(cmp.mismatches, 0u) << "max abs error " << cmp.max_abs_error;
 }
 

@@ -9,7 +9,7 @@
 
 #include "commands.h"
 #include "neuronsim/device/errors.h"
-#include "neuronsim/kernels/reference.h"
+#include "neuronsim/reference/host_checks.h"
 #include "session.h"
 
 namespace ncsim {
@@ -55,17 +55,17 @@ void add_demo_command(CLI::App& app) {
     ga.bias = ga.b + uint64_t{g.k} * g.n * es;
     ga.c = ga.bias + uint64_t{g.n} * es;
     if (check) {
-      kernels::fill_normal(hbm + ga.a_t, g.in_dtype, uint64_t{g.k} * g.m, 1);
-      kernels::fill_normal(hbm + ga.b, g.in_dtype, uint64_t{g.k} * g.n, 2, 0.05f);
-      kernels::fill_normal(hbm + ga.bias, g.in_dtype, g.n, 3);
+      reference::fill_normal(hbm + ga.a_t, g.in_dtype, uint64_t{g.k} * g.m, 1);
+      reference::fill_normal(hbm + ga.b, g.in_dtype, uint64_t{g.k} * g.n, 2, 0.05f);
+      reference::fill_normal(hbm + ga.bias, g.in_dtype, g.n, 3);
     }
     const auto gemm = kernels::build_gemm(g, ga, dev.params().core);
     const auto r1 = dev.run(0, gemm);
     report += fmt::format("{}: {} instructions, {:.3f} us simulated\n", gemm.name,
                           gemm.instruction_count(), r1.duration().us());
     if (check) {
-      const auto out = kernels::read_floats(hbm + ga.c, g.out_dtype, uint64_t{g.m} * g.n);
-      const auto cmp = kernels::compare(out, kernels::reference_gemm(g, hbm, ga), 2e-2, 2e-2);
+      const auto out = reference::read_floats(hbm + ga.c, g.out_dtype, uint64_t{g.m} * g.n);
+      const auto cmp = reference::compare(out, reference::gemm(g, hbm, ga), 2e-2, 2e-2);
       report += fmt::format(
           "  check vs host reference: max abs error {:.4g}, {} of {} outside "
           "bf16 tolerance\n",
@@ -82,17 +82,17 @@ void add_demo_command(CLI::App& app) {
     la.beta = la.gamma + uint64_t{l.dim} * es;
     la.y = la.beta + uint64_t{l.dim} * es;
     if (check) {
-      kernels::fill_normal(hbm + la.x, l.dtype, uint64_t{l.rows} * l.dim, 4);
-      kernels::fill_normal(hbm + la.gamma, l.dtype, l.dim, 5);
-      kernels::fill_normal(hbm + la.beta, l.dtype, l.dim, 6);
+      reference::fill_normal(hbm + la.x, l.dtype, uint64_t{l.rows} * l.dim, 4);
+      reference::fill_normal(hbm + la.gamma, l.dtype, l.dim, 5);
+      reference::fill_normal(hbm + la.beta, l.dtype, l.dim, 6);
     }
     const auto ln = kernels::build_layernorm(l, la, dev.params().core);
     const auto r2 = dev.run(0, ln);
     report += fmt::format("{}: {} instructions, {:.3f} us simulated\n", ln.name,
                           ln.instruction_count(), r2.duration().us());
     if (check) {
-      const auto out = kernels::read_floats(hbm + la.y, l.dtype, uint64_t{l.rows} * l.dim);
-      const auto cmp = kernels::compare(out, kernels::reference_layernorm(l, hbm, la), 3e-2, 2e-2);
+      const auto out = reference::read_floats(hbm + la.y, l.dtype, uint64_t{l.rows} * l.dim);
+      const auto cmp = reference::compare(out, reference::layernorm(l, hbm, la), 3e-2, 2e-2);
       report += fmt::format(
           "  check vs host reference: max abs error {:.4g}, {} of {} outside "
           "bf16 tolerance\n",

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "neuronsim/device/errors.h"
-#include "neuronsim/kernels/reference.h"
+#include "neuronsim/reference/host_checks.h"
 
 namespace ncsim {
 
@@ -55,7 +55,7 @@ void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device:
     if (kind == "zeros") {
       std::memset(p, 0, r.bytes);
     } else if (kind == "normal") {
-      neuronsim::kernels::fill_normal(p, t, n, seed, r.init.value("stddev", 1.0f));
+      neuronsim::reference::fill_normal(p, t, n, seed, r.init.value("stddev", 1.0f));
     } else if (kind == "uniform" || kind == "ones" || kind == "iota") {
       std::mt19937_64 rng(seed);
       std::uniform_real_distribution<float> u(r.init.value("low", 0.0f),
@@ -77,8 +77,8 @@ std::string describe_outputs(const std::vector<RegionIo>& regions, neuronsim::de
     if (r.output_dtype.empty()) continue;
     auto t = neuronsim::device::parse_dtype(r.output_dtype);
     if (!t) throw ProgramFormatError("hbm region '" + r.name + "': unknown output dtype");
-    const auto v = neuronsim::kernels::read_floats(dev.hbm_data() + r.offset, *t,
-                                                   r.bytes / neuronsim::device::dtype_size(*t));
+    const auto v = neuronsim::reference::read_floats(dev.hbm_data() + r.offset, *t,
+                                                     r.bytes / neuronsim::device::dtype_size(*t));
     double sum = 0, sq = 0;
     for (float x : v) sum += x, sq += static_cast<double>(x) * x;
     out += fmt::format("output {:<10} {} x {}: sum {:.6g}, sum of squares {:.6g}\n", r.name,

@@ -1,6 +1,7 @@
 #pragma once
-// Host reference implementations of the library's kernels (double precision over the device-
-// rounded inputs), for checking results in tests and the demo.
+// Test and demo support, not part of the kernel library: random HBM data, host reference
+// implementations of the demo kernels (double precision over the device-rounded inputs) and a
+// tolerance check of device results against them.
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -9,7 +10,7 @@
 #include "neuronsim/kernels/gemm.h"
 #include "neuronsim/kernels/layernorm.h"
 
-namespace neuronsim::kernels {
+namespace neuronsim::reference {
 
 /// Fills `count` elements at `dst` with N(0, stddev) values rounded to `t`.
 void fill_normal(uint8_t* dst, device::DType t, uint64_t count, uint64_t seed, float stddev = 1.0f);
@@ -17,9 +18,10 @@ void fill_normal(uint8_t* dst, device::DType t, uint64_t count, uint64_t seed, f
 std::vector<float> read_floats(const uint8_t* src, device::DType t, uint64_t count);
 
 /// C as the GEMM kernel defines it, from the operands in HBM.
-std::vector<double> reference_gemm(const GemmSpec& s, const uint8_t* hbm, const GemmAddresses& a);
-std::vector<double> reference_layernorm(const LayerNormSpec& s, const uint8_t* hbm,
-                                        const LayerNormAddresses& a);
+std::vector<double> gemm(const kernels::GemmSpec& s, const uint8_t* hbm,
+                         const kernels::GemmAddresses& a);
+std::vector<double> layernorm(const kernels::LayerNormSpec& s, const uint8_t* hbm,
+                              const kernels::LayerNormAddresses& a);
 
 struct Comparison {
   double max_abs_error = 0;
@@ -30,4 +32,4 @@ struct Comparison {
 Comparison compare(const std::vector<float>& device_out, const std::vector<double>& reference,
                    double atol, double rtol);
 
-}  // namespace neuronsim::kernels
+}  // namespace neuronsim::reference

@@ -1,13 +1,17 @@
-#include "neuronsim/kernels/reference.h"
+#include "neuronsim/reference/host_checks.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "neuronsim/device/executor.h"
 
-namespace neuronsim::kernels {
+namespace neuronsim::reference {
 
 using device::DType;
+using kernels::GemmAddresses;
+using kernels::GemmSpec;
+using kernels::LayerNormAddresses;
+using kernels::LayerNormSpec;
 
 void fill_normal(uint8_t* dst, DType t, uint64_t count, uint64_t seed, float stddev) {
   std::mt19937_64 rng(seed);
@@ -23,7 +27,7 @@ std::vector<float> read_floats(const uint8_t* src, DType t, uint64_t count) {
   return out;
 }
 
-std::vector<double> reference_gemm(const GemmSpec& s, const uint8_t* hbm, const GemmAddresses& a) {
+std::vector<double> gemm(const GemmSpec& s, const uint8_t* hbm, const GemmAddresses& a) {
   const auto at = read_floats(hbm + a.a_t, s.in_dtype, uint64_t{s.k} * s.m);
   const auto b = read_floats(hbm + a.b, s.in_dtype, uint64_t{s.k} * s.n);
   std::vector<float> bias(s.n, 0.0f);
@@ -44,8 +48,8 @@ std::vector<double> reference_gemm(const GemmSpec& s, const uint8_t* hbm, const 
   return c;
 }
 
-std::vector<double> reference_layernorm(const LayerNormSpec& s, const uint8_t* hbm,
-                                        const LayerNormAddresses& a) {
+std::vector<double> layernorm(const LayerNormSpec& s, const uint8_t* hbm,
+                              const LayerNormAddresses& a) {
   const auto x = read_floats(hbm + a.x, s.dtype, uint64_t{s.rows} * s.dim);
   const auto g = read_floats(hbm + a.gamma, s.dtype, s.dim);
   const auto bt = read_floats(hbm + a.beta, s.dtype, s.dim);
@@ -79,4 +83,4 @@ Comparison compare(const std::vector<float>& d, const std::vector<double>& r, do
   return c;
 }
 
-}  // namespace neuronsim::kernels
+}  // namespace neuronsim::reference

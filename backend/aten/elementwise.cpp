@@ -1,13 +1,11 @@
-// Timing (and ISA-mode function) of elementwise ops: each op is an expression over its tensor
-// and scalar arguments, run by the kernel library's elementwise kernel.
+// Elementwise ops: each op is an expression over its tensor and scalar arguments, run by the
+// kernel library's elementwise kernel; and the fills (fill, zero, arange).
 #include <ATen/ATen.h>
 
 #include <limits>
 
-#include "aten/native_boxed.h"
-#include "aten/tensor_desc.h"
+#include "aten/native_ops.h"
 #include "neuronsim/kernels/elementwise.h"
-#include "neuronsim/runtime/runtime.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -27,7 +25,7 @@ class Operands {
     if (v.isTensor()) {
       const at::Tensor& t = v.toTensor();
       if (t.device().is_privateuseone()) {
-        inputs.push_back(describe(t));
+        inputs.push_back(inv_.describe(t));
         integer_inputs &= c10::isIntegralType(t.scalar_type(), true);
         return Arg::input(static_cast<int>(inputs.size()) - 1);
       }
@@ -51,64 +49,65 @@ class Operands {
 
 using ExprFn = std::function<Arg(Operands&, kernels::Expr&)>;
 
-void reg(const std::string& name, ExprFn fn, SupportCheck supports = nullptr) {
-  register_timing(
-      name,
-      [fn, name](const OpInvocation& inv) {
-        Operands ops(inv);
-        kernels::Expr e;
-        fn(ops, e);
-        const at::Tensor& out = inv.outputs.at(0);
-        e.integer = ops.integer_inputs && c10::isIntegralType(out.scalar_type(), true);
-        auto& r = runtime::Runtime::instance();
-        return std::vector<device::Program>{kernels::build_elementwise(
-            name, ops.inputs, describe(out), e, r.device().params().core)};
-      },
-      std::move(supports));
+void reg(NativeOpTable& ops, const std::string& name, ExprFn fn, SupportCheck supports = nullptr) {
+  ops.push_back({name,
+                 [fn, name](const OpInvocation& inv) {
+                   Operands operands(inv);
+                   kernels::Expr e;
+                   fn(operands, e);
+                   const at::Tensor& out = inv.outputs.at(0);
+                   e.integer =
+                       operands.integer_inputs && c10::isIntegralType(out.scalar_type(), true);
+                   return std::vector<device::Program>{kernels::build_elementwise(
+                       name, operands.inputs, inv.describe(out), e, inv.core())};
+                 },
+                 std::move(supports)});
 }
 
-void unary_act(const std::string& name, ActFunc f, float scale = 1.0f, float bias = 0.0f) {
-  reg(name, [f, scale, bias](Operands& o, kernels::Expr& e) {
+void unary_act(NativeOpTable& ops, const std::string& name, ActFunc f, float scale = 1.0f,
+               float bias = 0.0f) {
+  reg(ops, name, [f, scale, bias](Operands& o, kernels::Expr& e) {
     return e.act(f, o.get("self"), scale, bias);
   });
 }
 
-void binary_alu(const std::string& name, AluOp op) {
-  reg(name,
+void binary_alu(NativeOpTable& ops, const std::string& name, AluOp op) {
+  reg(ops, name,
       [op](Operands& o, kernels::Expr& e) { return e.alu(op, o.get("self"), o.get("other")); });
 }
 
 }  // namespace
 
-void register_elementwise_timings() {
+NativeOpTable elementwise_ops() {
+  NativeOpTable ops;
   // Unary functions on ScalarE.
-  unary_act("aten::exp", ActFunc::kExp);
-  unary_act("aten::log", ActFunc::kLog);
-  unary_act("aten::sqrt", ActFunc::kSqrt);
-  unary_act("aten::rsqrt", ActFunc::kRsqrt);
-  unary_act("aten::sigmoid", ActFunc::kSigmoid);
-  unary_act("aten::tanh", ActFunc::kTanh);
-  unary_act("aten::erf", ActFunc::kErf);
-  unary_act("aten::sin", ActFunc::kSin);
-  unary_act("aten::cos", ActFunc::kCos);
-  unary_act("aten::reciprocal", ActFunc::kReciprocal);
-  unary_act("aten::sign", ActFunc::kSign);
-  unary_act("aten::silu", ActFunc::kSilu);
-  unary_act("aten::mish", ActFunc::kMish);
-  unary_act("aten::log1p", ActFunc::kLog, 1.0f, 1.0f);
-  unary_act("aten::exp2", ActFunc::kExp, 0.6931471805599453f);
-  reg("aten::expm1", [](Operands& o, kernels::Expr& e) {
+  unary_act(ops, "aten::exp", ActFunc::kExp);
+  unary_act(ops, "aten::log", ActFunc::kLog);
+  unary_act(ops, "aten::sqrt", ActFunc::kSqrt);
+  unary_act(ops, "aten::rsqrt", ActFunc::kRsqrt);
+  unary_act(ops, "aten::sigmoid", ActFunc::kSigmoid);
+  unary_act(ops, "aten::tanh", ActFunc::kTanh);
+  unary_act(ops, "aten::erf", ActFunc::kErf);
+  unary_act(ops, "aten::sin", ActFunc::kSin);
+  unary_act(ops, "aten::cos", ActFunc::kCos);
+  unary_act(ops, "aten::reciprocal", ActFunc::kReciprocal);
+  unary_act(ops, "aten::sign", ActFunc::kSign);
+  unary_act(ops, "aten::silu", ActFunc::kSilu);
+  unary_act(ops, "aten::mish", ActFunc::kMish);
+  unary_act(ops, "aten::log1p", ActFunc::kLog, 1.0f, 1.0f);
+  unary_act(ops, "aten::exp2", ActFunc::kExp, 0.6931471805599453f);
+  reg(ops, "aten::expm1", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kSubtract, e.act(ActFunc::kExp, o.get("self")), Arg::constant(1));
   });
-  reg("aten::log2", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::log2", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMultiply, e.act(ActFunc::kLog, o.get("self")),
                  Arg::constant(1.4426950408889634f));
   });
-  reg("aten::gelu", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::gelu", [](Operands& o, kernels::Expr& e) {
     return e.act(o.str("approximate") == "tanh" ? ActFunc::kGeluTanh : ActFunc::kGelu,
                  o.get("self"));
   });
-  reg("aten::softplus", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::softplus", [](Operands& o, kernels::Expr& e) {
     // softplus(x) = log1p(exp(beta x)) / beta, linear above threshold.
     const float beta = o.num("beta", 1.0), threshold = o.num("threshold", 20.0);
     const Arg x = o.get("self");
@@ -119,46 +118,46 @@ void register_elementwise_timings() {
     return e.select(big, x, sp);
   });
   // Unary ALU ops on VectorE (exact for integers too).
-  reg("aten::abs", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::abs", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kAbsMax, o.get("self"), Arg::constant(0));
   });
-  reg("aten::neg", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::neg", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMultiply, o.get("self"), Arg::constant(-1));
   });
-  reg("aten::relu", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::relu", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMax, o.get("self"), Arg::constant(0));
   });
-  reg("aten::logical_not", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::logical_not", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kIsEqual, o.get("self"), Arg::constant(0));
   });
-  reg("aten::isnan", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::isnan", [](Operands& o, kernels::Expr& e) {
     const Arg x = o.get("self");
     return e.alu(AluOp::kNotEqual, x, x);
   });
-  reg("aten::isinf", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::isinf", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kIsEqual, e.alu(AluOp::kAbsMax, o.get("self"), Arg::constant(0)),
                  Arg::constant(std::numeric_limits<float>::infinity()));
   });
-  reg("aten::isposinf", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::isposinf", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kIsEqual, o.get("self"),
                  Arg::constant(std::numeric_limits<float>::infinity()));
   });
-  reg("aten::isneginf", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::isneginf", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kIsEqual, o.get("self"),
                  Arg::constant(-std::numeric_limits<float>::infinity()));
   });
-  reg("aten::isfinite", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::isfinite", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kIsLt, e.alu(AluOp::kAbsMax, o.get("self"), Arg::constant(0)),
                  Arg::constant(std::numeric_limits<float>::infinity()));
   });
   // Rounding from the fractional part (fmod keeps the sign of x); values >= 2^23 are integers.
-  reg("aten::trunc", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::trunc", [](Operands& o, kernels::Expr& e) {
     const Arg x = o.get("self");
     return e.alu(AluOp::kSubtract, x, e.alu(AluOp::kMod, x, Arg::constant(1)));
   });
   for (const char* n : {"aten::floor", "aten::ceil"}) {
     const bool up = std::string(n) == "aten::ceil";
-    reg(n, [up](Operands& o, kernels::Expr& e) {
+    reg(ops, n, [up](Operands& o, kernels::Expr& e) {
       const Arg x = o.get("self");
       const Arg frac = e.alu(AluOp::kMod, x, Arg::constant(1));
       const Arg t = e.alu(AluOp::kSubtract, x, frac);
@@ -167,7 +166,7 @@ void register_elementwise_timings() {
     });
   }
   reg(
-      "aten::round",
+      ops, "aten::round",
       [](Operands& o, kernels::Expr& e) {
         // Half to even: floor(x + 0.5), minus one on an exact tie that landed on an odd number.
         const Arg x = o.get("self");
@@ -186,32 +185,32 @@ void register_elementwise_timings() {
       [](const OpInvocation& inv) {
         return !inv.has_arg("decimals") || inv.scalar("decimals", 0) == 0;
       });
-  reg("aten::bitwise_not", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::bitwise_not", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kBitwiseXor, o.get("self"), Arg::constant(-1));
   });
 
   // Binary arithmetic and comparisons.
   for (const char* n : {"aten::add", "aten::sub"}) {
     const AluOp op = std::string(n) == "aten::add" ? AluOp::kAdd : AluOp::kSubtract;
-    reg(n, [op](Operands& o, kernels::Expr& e) {
+    reg(ops, n, [op](Operands& o, kernels::Expr& e) {
       const float alpha = o.num("alpha", 1.0);
       Arg b = o.get("other");
       if (alpha != 1.0f) b = e.alu(AluOp::kMultiply, b, Arg::constant(alpha));
       return e.alu(op, o.get("self"), b);
     });
   }
-  reg("aten::rsub", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::rsub", [](Operands& o, kernels::Expr& e) {
     const float alpha = o.num("alpha", 1.0);
     Arg a = o.get("self");
     if (alpha != 1.0f) a = e.alu(AluOp::kMultiply, a, Arg::constant(alpha));
     return e.alu(AluOp::kSubtract, o.get("other"), a);
   });
-  binary_alu("aten::mul", AluOp::kMultiply);
-  binary_alu("aten::div", AluOp::kDivide);
-  binary_alu("aten::maximum", AluOp::kMax);
-  binary_alu("aten::minimum", AluOp::kMin);
-  binary_alu("aten::fmod", AluOp::kMod);
-  reg("aten::remainder", [](Operands& o, kernels::Expr& e) {
+  binary_alu(ops, "aten::mul", AluOp::kMultiply);
+  binary_alu(ops, "aten::div", AluOp::kDivide);
+  binary_alu(ops, "aten::maximum", AluOp::kMax);
+  binary_alu(ops, "aten::minimum", AluOp::kMin);
+  binary_alu(ops, "aten::fmod", AluOp::kMod);
+  reg(ops, "aten::remainder", [](Operands& o, kernels::Expr& e) {
     // Python's modulo: fmod, then shifted by the divisor when the signs differ.
     const Arg a = o.get("self"), b = o.get("other");
     const Arg r = e.alu(AluOp::kMod, a, b);
@@ -221,74 +220,74 @@ void register_elementwise_timings() {
         e.alu(AluOp::kLogicalAnd, differ, e.alu(AluOp::kNotEqual, r, Arg::constant(0)));
     return e.alu(AluOp::kAdd, r, e.alu(AluOp::kMultiply, adjust, b));
   });
-  binary_alu("aten::eq", AluOp::kIsEqual);
-  binary_alu("aten::ne", AluOp::kNotEqual);
-  binary_alu("aten::lt", AluOp::kIsLt);
-  binary_alu("aten::le", AluOp::kIsLe);
-  binary_alu("aten::gt", AluOp::kIsGt);
-  binary_alu("aten::ge", AluOp::kIsGe);
-  binary_alu("aten::logical_and", AluOp::kLogicalAnd);
-  binary_alu("aten::logical_or", AluOp::kLogicalOr);
-  binary_alu("aten::logical_xor", AluOp::kLogicalXor);
-  binary_alu("aten::bitwise_and", AluOp::kBitwiseAnd);
-  binary_alu("aten::bitwise_or", AluOp::kBitwiseOr);
-  binary_alu("aten::bitwise_xor", AluOp::kBitwiseXor);
-  reg("aten::pow", [](Operands& o, kernels::Expr& e) {
+  binary_alu(ops, "aten::eq", AluOp::kIsEqual);
+  binary_alu(ops, "aten::ne", AluOp::kNotEqual);
+  binary_alu(ops, "aten::lt", AluOp::kIsLt);
+  binary_alu(ops, "aten::le", AluOp::kIsLe);
+  binary_alu(ops, "aten::gt", AluOp::kIsGt);
+  binary_alu(ops, "aten::ge", AluOp::kIsGe);
+  binary_alu(ops, "aten::logical_and", AluOp::kLogicalAnd);
+  binary_alu(ops, "aten::logical_or", AluOp::kLogicalOr);
+  binary_alu(ops, "aten::logical_xor", AluOp::kLogicalXor);
+  binary_alu(ops, "aten::bitwise_and", AluOp::kBitwiseAnd);
+  binary_alu(ops, "aten::bitwise_or", AluOp::kBitwiseOr);
+  binary_alu(ops, "aten::bitwise_xor", AluOp::kBitwiseXor);
+  reg(ops, "aten::pow", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kPow, o.get("self"), o.get("exponent"));
   });
-  reg("aten::clamp", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::clamp", [](Operands& o, kernels::Expr& e) {
     Arg x = o.get("self");
     if (o.has("min")) x = e.alu(AluOp::kMax, x, o.get("min"));
     if (o.has("max")) x = e.alu(AluOp::kMin, x, o.get("max"));
     if (x.kind == Arg::kInput) x = e.alu(AluOp::kBypass, x, Arg::constant(0));
     return x;
   });
-  reg("aten::clamp_min", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::clamp_min", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMax, o.get("self"), o.get("min"));
   });
-  reg("aten::clamp_max", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::clamp_max", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMin, o.get("self"), o.get("max"));
   });
-  reg("aten::hardtanh", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::hardtanh", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMin, e.alu(AluOp::kMax, o.get("self"), o.get("min_val")),
                  o.get("max_val"));
   });
-  reg("aten::leaky_relu", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::leaky_relu", [](Operands& o, kernels::Expr& e) {
     const Arg x = o.get("self");
     return e.select(e.alu(AluOp::kIsGt, x, Arg::constant(0)), x,
                     e.alu(AluOp::kMultiply, x, o.get("negative_slope")));
   });
-  reg("aten::threshold", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::threshold", [](Operands& o, kernels::Expr& e) {
     const Arg x = o.get("self");
     return e.select(e.alu(AluOp::kIsGt, x, o.get("threshold")), x, o.get("value"));
   });
-  reg("aten::where", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::where", [](Operands& o, kernels::Expr& e) {
     return e.select(o.get("condition"), o.get("self"), o.get("other"));
   });
-  reg("aten::masked_fill", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::masked_fill", [](Operands& o, kernels::Expr& e) {
     const Arg x = o.get("self");
     return e.select(o.get("mask"), o.get("value"), x);
   });
-  reg("aten::lerp", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::lerp", [](Operands& o, kernels::Expr& e) {
     const Arg a = o.get("self"), b = o.get("end");
     return e.alu(AluOp::kAdd, a,
                  e.alu(AluOp::kMultiply, o.get("weight"), e.alu(AluOp::kSubtract, b, a)));
   });
-  reg("aten::addcmul", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::addcmul", [](Operands& o, kernels::Expr& e) {
     const Arg t = e.alu(AluOp::kMultiply, o.get("tensor1"), o.get("tensor2"));
     return e.alu(AluOp::kAdd, o.get("self"), e.alu(AluOp::kMultiply, t, o.get("value")));
   });
-  reg("aten::addcdiv", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::addcdiv", [](Operands& o, kernels::Expr& e) {
     const Arg t = e.alu(AluOp::kDivide, o.get("tensor1"), o.get("tensor2"));
     return e.alu(AluOp::kAdd, o.get("self"), e.alu(AluOp::kMultiply, t, o.get("value")));
   });
 
   // Backward kernels autograd needs.
-  reg("aten::threshold_backward", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::threshold_backward", [](Operands& o, kernels::Expr& e) {
     return e.select(e.alu(AluOp::kIsGt, o.get("self"), o.get("threshold")), o.get("grad_output"),
                     Arg::constant(0));
   });
-  reg("aten::gelu_backward", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::gelu_backward", [](Operands& o, kernels::Expr& e) {
     const Arg g = o.get("grad_output"), x = o.get("self");
     if (o.str("approximate") != "tanh")
       return e.alu(AluOp::kMultiply, g, e.act(ActFunc::kGeluDx, x));
@@ -311,42 +310,48 @@ void register_elementwise_timings() {
         dinner);
     return e.alu(AluOp::kMultiply, g, e.alu(AluOp::kAdd, left, right));
   });
-  reg("aten::silu_backward", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::silu_backward", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMultiply, o.get("grad_output"), e.act(ActFunc::kSiluDx, o.get("self")));
   });
-  reg("aten::sigmoid_backward", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::sigmoid_backward", [](Operands& o, kernels::Expr& e) {
     const Arg y = o.get("output");
     const Arg d = e.alu(AluOp::kMultiply, y, e.alu(AluOp::kSubtract, Arg::constant(1), y));
     return e.alu(AluOp::kMultiply, o.get("grad_output"), d);
   });
-  reg("aten::tanh_backward", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::tanh_backward", [](Operands& o, kernels::Expr& e) {
     const Arg y = o.get("output");
     const Arg d = e.alu(AluOp::kSubtract, Arg::constant(1), e.alu(AluOp::kMultiply, y, y));
     return e.alu(AluOp::kMultiply, o.get("grad_output"), d);
   });
-  reg("aten::leaky_relu_backward", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::leaky_relu_backward", [](Operands& o, kernels::Expr& e) {
     const Arg g = o.get("grad_output");
     return e.select(e.alu(AluOp::kIsGt, o.get("self"), Arg::constant(0)), g,
                     e.alu(AluOp::kMultiply, g, o.get("negative_slope")));
   });
-  reg("aten::hardtanh_backward", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::hardtanh_backward", [](Operands& o, kernels::Expr& e) {
     const Arg x = o.get("self");
     const Arg inside = e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsGt, x, o.get("min_val")),
                              e.alu(AluOp::kIsLt, x, o.get("max_val")));
     return e.select(inside, o.get("grad_output"), Arg::constant(0));
   });
-  reg("aten::native_dropout_backward", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::native_dropout_backward", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, o.get("grad_output"), o.get("mask")),
                  o.get("scale"));
   });
 
   // Fills.
-  reg("aten::fill", [](Operands& o, kernels::Expr& e) {
+  reg(ops, "aten::fill", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kBypass, o.get("value"), Arg::constant(0));
   });
-  reg("aten::zero", [](Operands&, kernels::Expr& e) {
+  reg(ops, "aten::zero", [](Operands&, kernels::Expr& e) {
     return e.alu(AluOp::kBypass, Arg::constant(0), Arg::constant(0));
   });
+  ops.push_back({"aten::arange", [](const OpInvocation& inv) {
+                   return std::vector<device::Program>{kernels::build_arange(
+                       inv.name, inv.describe(inv.outputs.at(0)), inv.scalar("start", 0),
+                       inv.scalar("step", 1), inv.core())};
+                 }});
+  return ops;
 }
 
 }  // namespace neuronsim::backend

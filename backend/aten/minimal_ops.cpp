@@ -86,10 +86,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     const bool typed = device_dtype(self.scalar_type()) && device_dtype(dst.scalar_type());
     if (!typed && self.scalar_type() != dst.scalar_type()) return dst;
     const auto program = with_runtime([&](runtime::Runtime& r) {
-      return typed ? kernels::build_copy("copy", describe(self), describe(dst),
+      const auto hbm = hbm_addresses(r);
+      return typed ? kernels::build_copy("copy", describe(self, hbm), describe(dst, hbm),
                                          r.device().params().core)
-                   : kernels::build_copy("copy", describe_bytes(self), describe_bytes(dst),
-                                         r.device().params().core);
+                   : kernels::build_copy("copy", describe_bytes(self, hbm),
+                                         describe_bytes(dst, hbm), r.device().params().core);
     });
     launch_programs(
         dst.device(), {program},

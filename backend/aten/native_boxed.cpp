@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
 
 #include "aten/op_scope.h"
 #include "aten/tensor_desc.h"
@@ -19,21 +18,9 @@
 
 namespace neuronsim::backend {
 
-std::string timing_key_of(const std::string& name);
-
 namespace {
 
 thread_local int t_fallback_depth = 0;
-
-struct NativeEntry {
-  TimingBuilder timing;
-  SupportCheck supports;
-};
-
-std::unordered_map<std::string, NativeEntry>& registry() {
-  static std::unordered_map<std::string, NativeEntry> r;
-  return r;
-}
 
 bool exact_64bit() {
   const char* v = std::getenv("NEURON_SIM_EXACT_64BIT");
@@ -161,42 +148,6 @@ bool in_fallback() {
   return t_fallback_depth > 0;
 }
 
-at::Tensor OpInvocation::tensor(size_t i) const {
-  return i < args.size() && args[i].isTensor() ? args[i].toTensor() : at::Tensor();
-}
-
-bool OpInvocation::has_arg(const std::string& n) const {
-  for (size_t i = 0; i < schema->arguments().size(); ++i) {
-    if (schema->arguments()[i].name() == n) return true;
-  }
-  return false;
-}
-
-const c10::IValue& OpInvocation::arg(const std::string& n) const {
-  for (size_t i = 0; i < schema->arguments().size(); ++i) {
-    if (schema->arguments()[i].name() == n) return args.at(i);
-  }
-  TORCH_CHECK(false, "neuronsim: ", name, " has no argument '", n, "'");
-}
-
-double OpInvocation::scalar(const std::string& n, double fallback) const {
-  if (!has_arg(n)) return fallback;
-  const c10::IValue& v = arg(n);
-  if (v.isScalar()) return v.toScalar().toDouble();
-  if (v.isDouble()) return v.toDouble();
-  if (v.isInt()) return static_cast<double>(v.toInt());
-  if (v.isBool()) return v.toBool() ? 1.0 : 0.0;
-  return fallback;
-}
-
-void register_timing(const std::string& base, TimingBuilder builder, SupportCheck supports) {
-  registry()[base] = {std::move(builder), std::move(supports)};
-}
-
-bool has_timing(const std::string& base) {
-  return registry().count(base) > 0;
-}
-
 bool isa_mode() {
   return with_runtime([](runtime::Runtime& r) { return r.isa_mode(); });
 }
@@ -268,9 +219,9 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   inv.schema = &schema;
   inv.device = *device;
   inv.args.assign(stack->end() - static_cast<int64_t>(nargs), stack->end());
-  auto entry = registry().find(timing_key_of(name));
-  TORCH_INTERNAL_ASSERT(entry != registry().end(), "neuronsim: native op ", name, " has no timing");
-  if (entry->second.supports && !entry->second.supports(inv)) {
+  const NativeOp* native = find_native_op(name);
+  TORCH_INTERNAL_ASSERT(native, "neuronsim: native op ", name, " has no timing");
+  if (native->supports && !native->supports(inv)) {
     neuron_cpu_fallback(op, stack);
     return;
   }
@@ -330,7 +281,11 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   for (const at::Tensor& t : inv.outputs) {
     if (t.defined() && is_64bit(t.scalar_type())) functional = false;
   }
-  const auto programs = with_runtime([&](runtime::Runtime&) { return entry->second.timing(inv); });
+  const auto programs = with_runtime([&](runtime::Runtime& r) {
+    inv.core_params = &r.device().params().core;
+    inv.hbm_address = hbm_addresses(r);
+    return native->build(inv);
+  });
   if (functional) {
     for (auto& [dev_t, saved] : snapshots) {
       if (dev_t.sizes().equals(saved.sizes())) cpu_view(dev_t).copy_(saved);  // resized outs: no

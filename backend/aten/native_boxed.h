@@ -6,41 +6,11 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
-#include <functional>
-#include <string>
 #include <vector>
 
-#include "neuronsim/device/program.h"
+#include "aten/native_ops.h"
 
 namespace neuronsim::backend {
-
-/// What a timing builder sees: the op's device inputs (as passed) and device outputs.
-struct OpInvocation {
-  std::string name;  // "aten::add"
-  const c10::FunctionSchema* schema = nullptr;
-  std::vector<c10::IValue> args;    // original arguments (device tensors)
-  std::vector<at::Tensor> outputs;  // device outputs (returns, flattened)
-  c10::Device device{c10::DeviceType::PrivateUse1, 0};
-
-  /// The i-th argument as a tensor (undefined if it is not one).
-  at::Tensor tensor(size_t i) const;
-  /// The argument named `name` (throws if absent).
-  const c10::IValue& arg(const std::string& name) const;
-  bool has_arg(const std::string& name) const;
-  double scalar(const std::string& name, double fallback) const;
-};
-
-/// Builds the ISA programs that model an op's device time.
-using TimingBuilder = std::function<std::vector<device::Program>(const OpInvocation&)>;
-
-/// Whether the kernel library handles this invocation (dtypes, shapes); checked before anything
-/// runs, so an unsupported case takes the CPU fallback instead.
-using SupportCheck = std::function<bool(const OpInvocation&)>;
-
-/// Registers `builder` for the base op name and marks it native (the boxed kernel looks it up).
-void register_timing(const std::string& base_name, TimingBuilder builder,
-                     SupportCheck supports = nullptr);
-bool has_timing(const std::string& base_name);
 
 /// The boxed kernel every native op is registered with.
 void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);

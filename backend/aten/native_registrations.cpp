@@ -1,21 +1,33 @@
 // Registers the boxed native kernel for every overload (functional, in-place, out) of every op
-// the kernel library models. Ops without a CPU kernel of their own (composites) are left to
+// in the op-family tables. Ops without a CPU kernel of their own (composites) are left to
 // decompose into native ops.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
 #include <memory>
+#include <unordered_map>
 
 #include "aten/native_boxed.h"
+#include "aten/native_ops.h"
 
 namespace neuronsim::backend {
-
-void register_elementwise_timings();
-void register_library_timings();
-
 namespace {
 
-std::string timing_key(std::string name) {
+// Every op family's table, by base name.
+const std::unordered_map<std::string, NativeOp>& native_ops() {
+  static const auto ops = [] {
+    std::unordered_map<std::string, NativeOp> all;
+    for (auto table : {elementwise_ops, copy_ops, reduction_ops, matmul_ops, softmax_ops,
+                       layer_norm_ops, indexing_ops, loss_ops}) {
+      for (NativeOp& op : table()) all[op.name] = std::move(op);
+    }
+    return all;
+  }();
+  return ops;
+}
+
+// In-place overloads share their functional op's entry.
+std::string base_name(std::string name) {
   if (name.size() > 1 && name.back() == '_') name.pop_back();
   return name;
 }
@@ -36,21 +48,21 @@ bool takes_generator(const c10::FunctionSchema& s) {
 
 }  // namespace
 
-std::string timing_key_of(const std::string& name) {
-  return timing_key(name);
+const NativeOp* find_native_op(const std::string& name) {
+  const auto& ops = native_ops();
+  auto it = ops.find(base_name(name));
+  return it == ops.end() ? nullptr : &it->second;
 }
 
 void register_native_ops() {
   static std::unique_ptr<torch::Library> lib;
   if (lib) return;
-  register_elementwise_timings();
-  register_library_timings();
   lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
                                          c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   auto& d = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : d.getAllOpNamesForDispatchKey(c10::DispatchKey::CPU)) {
     if (name.name.rfind("aten::", 0) != 0) continue;
-    if (!has_timing(timing_key(name.name))) continue;
+    if (!find_native_op(name.name)) continue;
     auto op = d.findOp(name);
     if (!op) continue;
     const auto& schema = op->schema();

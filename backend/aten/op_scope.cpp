@@ -57,8 +57,10 @@ OpScope::OpScope(const std::string& name, std::initializer_list<at::Tensor> tens
 
 OpScope::~OpScope() {
   if (!active_) return;
-  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  if (TraceSession* s = TraceSession::active()) s->op_end(runtime::Runtime::instance());
+  with_runtime([](runtime::Runtime& r) {
+    if (TraceSession* s = TraceSession::active()) s->op_end(r);
+    return 0;
+  });
 }
 
 }  // namespace neuronsim::backend

@@ -54,10 +54,22 @@ at::Tensor host_values(const at::Tensor& t, const kernels::RandomSpec& s) {
   return v.view(t.sizes());
 }
 
-void run(const char* op, const at::Tensor& out, const kernels::RandomSpec& spec) {
+// Device tensors the kernel reads besides its output (bernoulli's p, dropout's input and mask).
+struct RandomOperands {
+  at::Tensor p, dropout_input, dropout_mask;
+};
+
+void run(const char* op, const at::Tensor& out, kernels::RandomSpec spec,
+         const RandomOperands& operands = {}) {
   OpScope scope(op, {out});
   const auto program = with_runtime([&](runtime::Runtime& r) {
-    return kernels::build_random(op, describe(out), spec, r.device().params().core);
+    const auto hbm = hbm_addresses(r);
+    if (operands.p.defined()) spec.p_tensor = describe(operands.p, hbm);
+    if (operands.dropout_input.defined()) {
+      spec.dropout_input = describe(operands.dropout_input, hbm);
+      spec.dropout_mask = describe(operands.dropout_mask, hbm);
+    }
+    return kernels::build_random(op, describe(out, hbm), spec, r.device().params().core);
   });
   launch_programs(out.device(), {program}, isa_mode() && out.is_contiguous());
   OpTracker::get().record_native(op, is_64bit(out.scalar_type()));
@@ -172,8 +184,7 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
   s.offset = st.offset;
   const at::Tensor pc = p.device().is_privateuseone() ? cpu_view(p) : p;
   cpu_view(self).copy_(host_values(self, s).lt(pc.to(at::kFloat)));
-  s.p_tensor = describe(p.device().is_privateuseone() ? p : p.to(self.device()));
-  run("aten::bernoulli_", self, s);
+  run("aten::bernoulli_", self, s, {p.device().is_privateuseone() ? p : p.to(self.device())});
   return self;
 }
 
@@ -203,9 +214,7 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   const at::Tensor in_cpu = cpu_view(input);
   cpu_view(out).copy_(keep > 0 ? in_cpu * keep_mask.to(in_cpu.scalar_type()) * (1.0 / keep)
                                : at::zeros_like(in_cpu));
-  s.dropout_input = describe(input);
-  s.dropout_mask = describe(mask);
-  run("aten::native_dropout", out, s);
+  run("aten::native_dropout", out, s, {at::Tensor(), input, mask});
   return {out, mask};
 }
 

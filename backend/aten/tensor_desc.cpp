@@ -2,8 +2,6 @@
 
 #include <ATen/Functions.h>
 
-#include "runtime/context.h"
-
 namespace neuronsim::backend {
 
 std::optional<device::DType> device_dtype(c10::ScalarType t) {
@@ -42,7 +40,7 @@ bool is_64bit(c10::ScalarType t) {
   return t == c10::ScalarType::Double || t == c10::ScalarType::Long;
 }
 
-kernels::TensorDesc describe(const at::Tensor& t) {
+kernels::TensorDesc describe(const at::Tensor& t, const HbmAddressOf& hbm_address) {
   kernels::TensorDesc d;
   const auto dt = device_dtype(t.scalar_type());
   TORCH_CHECK(dt, "neuronsim: dtype ", t.scalar_type(), " has no device representation");
@@ -51,7 +49,7 @@ kernels::TensorDesc describe(const at::Tensor& t) {
   TORCH_CHECK(t.is_privateuseone(), "neuronsim: timing model was given a ", t.device(),
               " tensor; only neuron tensors have device addresses");
   const int64_t widen = is_64bit(t.scalar_type()) ? 2 : 1;  // low 32-bit words of 64-bit data
-  d.address = runtime::Runtime::instance().hbm_address(t.data_ptr());
+  d.address = hbm_address(t.data_ptr());
   d.sizes.assign(t.sizes().begin(), t.sizes().end());
   d.strides.reserve(t.dim());
   for (int64_t s : t.strides()) d.strides.push_back(s * widen);
@@ -67,10 +65,10 @@ at::Tensor cpu_view(const at::Tensor& t) {
   return v;
 }
 
-kernels::TensorDesc describe_bytes(const at::Tensor& t) {
+kernels::TensorDesc describe_bytes(const at::Tensor& t, const HbmAddressOf& hbm_address) {
   kernels::TensorDesc d;
   d.dtype = device::DType::kUint8;
-  d.address = runtime::Runtime::instance().hbm_address(t.data_ptr());
+  d.address = hbm_address(t.data_ptr());
   const int64_t es = static_cast<int64_t>(t.element_size());
   d.sizes.assign(t.sizes().begin(), t.sizes().end());
   d.sizes.push_back(es);

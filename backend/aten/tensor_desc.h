@@ -3,6 +3,8 @@
 // (simulated HBM is host-addressable).
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "neuronsim/kernels/tensor_desc.h"
@@ -14,12 +16,15 @@ namespace neuronsim::backend {
 std::optional<device::DType> device_dtype(c10::ScalarType t);
 bool is_64bit(c10::ScalarType t);
 
+/// The HBM byte address of device memory (the runtime's, looked up under its lock).
+using HbmAddressOf = std::function<uint64_t(const void*)>;
+
 /// Describes a neuron tensor for the kernel library.
-kernels::TensorDesc describe(const at::Tensor& t);
+kernels::TensorDesc describe(const at::Tensor& t, const HbmAddressOf& hbm_address);
 
 /// Any neuron tensor as bytes (a trailing dim of element size): for moving data of dtypes the
 /// device does not compute with (complex).
-kernels::TensorDesc describe_bytes(const at::Tensor& t);
+kernels::TensorDesc describe_bytes(const at::Tensor& t, const HbmAddressOf& hbm_address);
 
 /// A CPU tensor aliasing a neuron tensor's memory (same sizes, strides, dtype, conj/neg bits).
 at::Tensor cpu_view(const at::Tensor& t);

@@ -3,6 +3,7 @@
 #include <torch/extension.h>
 
 #include "aten/native_boxed.h"
+#include "aten/native_ops.h"
 #include "runtime/context.h"
 #include "runtime/generator.h"
 #include "runtime/hooks.h"
@@ -10,10 +11,6 @@
 #include "runtime/trace_session.h"
 
 #include <ATen/record_function.h>
-
-namespace neuronsim::backend {
-void register_native_ops();
-}
 
 namespace py = pybind11;
 using namespace neuronsim;
@@ -60,17 +57,19 @@ py::dict memory_stats(int dev) {
 
 // torch.profiler.record_function ranges (RecordScope::USER_SCOPE) onto the trace's Python row.
 std::unique_ptr<at::ObserverContext> on_user_range_enter(const at::RecordFunction& fn) {
-  if (TraceSession* t = TraceSession::active()) {
-    std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-    t->range_push(runtime::Runtime::instance(), fn.name());
-  }
+  if (!TraceSession::active()) return nullptr;
+  with_runtime([&](runtime::Runtime& r) {
+    if (TraceSession* t = TraceSession::active()) t->range_push(r, fn.name());
+    return 0;
+  });
   return nullptr;
 }
 void on_user_range_exit(const at::RecordFunction&, at::ObserverContext*) {
-  if (TraceSession* t = TraceSession::active()) {
-    std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-    t->range_pop(runtime::Runtime::instance());
-  }
+  if (!TraceSession::active()) return;
+  with_runtime([](runtime::Runtime& r) {
+    if (TraceSession* t = TraceSession::active()) t->range_pop(r);
+    return 0;
+  });
 }
 at::CallbackHandle g_range_callback = 0;
 

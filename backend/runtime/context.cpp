@@ -56,6 +56,12 @@ runtime::Runtime& rt() {
   }
 }
 
+void free_device_memory(void* ptr) {
+  if (!ptr || !runtime::Runtime::initialized()) return;
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  runtime::Runtime::instance().free(ptr);
+}
+
 c10::DeviceIndex device_count_noexcept() noexcept {
   try {
     return device_count();

@@ -5,6 +5,8 @@
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
+#include <cstdint>
+#include <functional>
 #include <mutex>
 
 #include "neuronsim/runtime/runtime.h"
@@ -18,6 +20,15 @@ std::recursive_mutex& runtime_mutex();
 /// The runtime, created on first use; throws a c10::Error naming the problem (bad environment,
 /// unknown preset) and refuses use in a process forked after initialisation.
 runtime::Runtime& rt();
+
+/// Resolves device pointers to HBM addresses through `r` (call it under the runtime lock).
+inline std::function<uint64_t(const void*)> hbm_addresses(runtime::Runtime& r) {
+  return [&r](const void* p) { return r.hbm_address(p); };
+}
+
+/// The deleter of device memory: frees it under the runtime lock, without the fork check or
+/// error translation (it runs in destructors); a no-op once the runtime is gone or never was.
+void free_device_memory(void* ptr);
 
 /// Visible devices without creating the runtime; 0 when the configuration is invalid.
 c10::DeviceIndex device_count_noexcept() noexcept;

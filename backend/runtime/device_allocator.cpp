@@ -18,12 +18,6 @@ void copy_stats(const runtime::StatArray& in, c10::CachingAllocator::StatArray& 
   }
 }
 
-void free_device_memory(void* ptr) {
-  if (!ptr || !runtime::Runtime::initialized()) return;
-  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  runtime::Runtime::instance().free(ptr);
-}
-
 class NeuronDeviceAllocator final : public c10::DeviceAllocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {

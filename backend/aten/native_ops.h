@@ -1,0 +1,76 @@
+#pragma once
+// The native ops: each op family's file (mirroring the kernel library's files) exports a table
+// of {ATen base name, timing builder, support check}; registration iterates the tables. How a
+// native op runs is in native_boxed.h.
+#include <ATen/core/Tensor.h>
+#include <ATen/core/function_schema.h>
+#include <ATen/core/ivalue.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "aten/tensor_desc.h"
+#include "neuronsim/device/params.h"
+#include "neuronsim/device/program.h"
+
+namespace neuronsim::backend {
+
+/// What a timing builder sees: the op's device inputs (as passed) and device outputs.
+struct OpInvocation {
+  std::string name;  // "aten::add"
+  const c10::FunctionSchema* schema = nullptr;
+  std::vector<c10::IValue> args;    // original arguments (device tensors)
+  std::vector<at::Tensor> outputs;  // device outputs (returns, flattened)
+  c10::Device device{c10::DeviceType::PrivateUse1, 0};
+  /// What the builders need of the device, filled in under the runtime lock: the core's
+  /// parameters and the HBM address of device memory.
+  const device::CoreParams* core_params = nullptr;
+  HbmAddressOf hbm_address;
+
+  const device::CoreParams& core() const { return *core_params; }
+  /// A device tensor as the kernel library sees it.
+  kernels::TensorDesc describe(const at::Tensor& t) const {
+    return backend::describe(t, hbm_address);
+  }
+
+  /// The i-th argument as a tensor (undefined if it is not one).
+  at::Tensor tensor(size_t i) const;
+  /// The argument named `name` (throws if absent).
+  const c10::IValue& arg(const std::string& name) const;
+  bool has_arg(const std::string& name) const;
+  double scalar(const std::string& name, double fallback) const;
+};
+
+/// Builds the ISA programs that model an op's device time.
+using TimingBuilder = std::function<std::vector<device::Program>(const OpInvocation&)>;
+
+/// Whether the kernel library handles this invocation (dtypes, shapes); checked before anything
+/// runs, so an unsupported case takes the CPU fallback instead.
+using SupportCheck = std::function<bool(const OpInvocation&)>;
+
+struct NativeOp {
+  std::string name;  // ATen base name: "aten::add" covers add, add_ and add.out
+  TimingBuilder build;
+  SupportCheck supports;  // null: every invocation
+};
+using NativeOpTable = std::vector<NativeOp>;
+
+// One table per op family, each defined in the file of its name.
+NativeOpTable elementwise_ops();  // aten/elementwise.cpp
+NativeOpTable copy_ops();         // aten/copy.cpp
+NativeOpTable reduction_ops();    // aten/reduction.cpp
+NativeOpTable matmul_ops();       // aten/matmul.cpp
+NativeOpTable softmax_ops();      // aten/softmax.cpp
+NativeOpTable layer_norm_ops();   // aten/layer_norm.cpp
+NativeOpTable indexing_ops();     // aten/indexing.cpp
+NativeOpTable loss_ops();         // aten/loss.cpp
+
+/// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
+const NativeOp* find_native_op(const std::string& name);
+
+/// Registers the boxed native kernel for every overload (functional, in-place, out) of every
+/// op in the tables (once).
+void register_native_ops();
+
+}  // namespace neuronsim::backend

@@ -1,0 +1,153 @@
+// Reductions (sum, mean, max, argmax, any, var, ...) over any dims: the kernel library's reduce
+// kernel.
+#include <ATen/ATen.h>
+
+#include "aten/native_ops.h"
+#include "neuronsim/kernels/reduction.h"
+#include "neuronsim/kernels/tiling.h"
+
+namespace neuronsim::backend {
+namespace {
+
+using Programs = std::vector<device::Program>;
+
+std::vector<int64_t> dims_arg(const OpInvocation& inv, const std::string& name, int64_t ndim) {
+  std::vector<int64_t> out;
+  if (!inv.has_arg(name)) return out;
+  const c10::IValue& v = inv.arg(name);
+  // A 0-d tensor's only dim (0 or -1) is the whole tensor: reduce everything.
+  if (v.isNone() || ndim == 0) return out;
+  if (v.isInt())
+    out.push_back(v.toInt());
+  else if (v.isIntList())
+    out = v.toIntVector();
+  for (auto& d : out) d = d < 0 ? d + ndim : d;
+  return out;
+}
+
+int64_t reduced_count(const at::Tensor& in, const std::vector<int64_t>& dims) {
+  if (dims.empty()) return in.numel();
+  int64_t n = 1;
+  for (int64_t d : dims) n *= in.size(d);
+  return n;
+}
+
+// Positions (logical row-major element indices) of every element of `t`, as a CPU int64 tensor
+
+// The reduction kernel folds the reduced dims (coalesced as it does) into at most two runs.
+bool reduce_supported(const OpInvocation& inv) {
+  const at::Tensor in = inv.tensor(0);
+  if (!in.defined()) return false;
+  std::vector<int64_t> dims = dims_arg(inv, "dim", in.dim());
+  std::vector<bool> red(in.dim(), dims.empty());
+  for (int64_t d : dims) red.at(d) = true;
+  std::vector<int64_t> sizes;
+  std::vector<std::vector<int64_t>> strides(1);
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    if (!red[d]) continue;
+    sizes.push_back(in.size(d));
+    strides[0].push_back(in.stride(d));
+  }
+  kernels::coalesce(sizes, strides);
+  return sizes.size() <= 2;
+}
+
+Programs reduce_program(const OpInvocation& inv, const at::Tensor& in, const at::Tensor& out,
+                        kernels::ReduceSpec spec) {
+  spec.dims = dims_arg(inv, "dim", in.dim());
+  return {kernels::build_reduce(inv.name, inv.describe(in), inv.describe(out), spec, inv.core())};
+}
+
+}  // namespace
+
+NativeOpTable reduction_ops() {
+  NativeOpTable ops;
+  auto simple = [](device::ReduceOp op, bool mean) {
+    return [op, mean](const OpInvocation& inv) {
+      const at::Tensor in = inv.tensor(0);
+      kernels::ReduceSpec s;
+      s.op = op;
+      if (mean)
+        s.scale = 1.0f / static_cast<float>(std::max<int64_t>(
+                             1, reduced_count(in, dims_arg(inv, "dim", in.dim()))));
+      return reduce_program(inv, in, inv.outputs.at(0), s);
+    };
+  };
+  ops.push_back({"aten::sum", simple(device::ReduceOp::kAdd, false), reduce_supported});
+  ops.push_back({"aten::mean", simple(device::ReduceOp::kAdd, true), reduce_supported});
+  ops.push_back({"aten::amax", simple(device::ReduceOp::kMax, false), reduce_supported});
+  ops.push_back({"aten::amin", simple(device::ReduceOp::kMin, false), reduce_supported});
+  ops.push_back({"aten::prod", simple(device::ReduceOp::kMultiply, false), reduce_supported});
+  for (const char* n : {"aten::max", "aten::min"}) {
+    const auto op = std::string(n) == "aten::max" ? device::ReduceOp::kMax : device::ReduceOp::kMin;
+    ops.push_back({n,
+                   [op](const OpInvocation& inv) {
+                     const at::Tensor in = inv.tensor(0);
+                     kernels::ReduceSpec s;
+                     s.op = op;
+                     Programs p = reduce_program(inv, in, inv.outputs.at(0), s);
+                     if (inv.outputs.size() > 1 &&
+                         inv.outputs[1].defined()) {  // max.dim: values and indices
+                       s.arg = true;
+                       auto more = reduce_program(inv, in, inv.outputs[1], s);
+                       p.insert(p.end(), more.begin(), more.end());
+                     }
+                     return p;
+                   },
+                   reduce_supported});
+  }
+  for (const char* n : {"aten::argmax", "aten::argmin"}) {
+    const auto op =
+        std::string(n) == "aten::argmax" ? device::ReduceOp::kMax : device::ReduceOp::kMin;
+    ops.push_back({n,
+                   [op](const OpInvocation& inv) {
+                     kernels::ReduceSpec s;
+                     s.op = op;
+                     s.arg = true;
+                     return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
+                   },
+                   reduce_supported});
+  }
+  for (const char* n : {"aten::any", "aten::all"}) {
+    const auto op = std::string(n) == "aten::any" ? device::ReduceOp::kMax : device::ReduceOp::kMin;
+    ops.push_back({n,
+                   [op](const OpInvocation& inv) {
+                     kernels::ReduceSpec s;
+                     s.op = op;
+                     s.nonzero = true;
+                     return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
+                   },
+                   reduce_supported});
+  }
+  for (const char* n : {"aten::var", "aten::std", "aten::var_mean", "aten::std_mean"}) {
+    const std::string name = n;
+    ops.push_back({n,
+                   [name](const OpInvocation& inv) {
+                     const at::Tensor in = inv.tensor(0);
+                     const int64_t count = reduced_count(in, dims_arg(inv, "dim", in.dim()));
+                     double correction = 1.0;
+                     if (inv.has_arg("correction") && !inv.arg("correction").isNone()) {
+                       correction = inv.arg("correction").toScalar().toDouble();
+                     } else if (inv.has_arg("unbiased") && inv.arg("unbiased").isBool()) {
+                       correction = inv.arg("unbiased").toBool() ? 1.0 : 0.0;
+                     }
+                     kernels::ReduceSpec s;
+                     s.variance = true;
+                     s.sqrt = name.find("std") != std::string::npos;
+                     s.scale = 1.0f / static_cast<float>(std::max<double>(
+                                          1.0, static_cast<double>(count) - correction));
+                     Programs p = reduce_program(inv, in, inv.outputs.at(0), s);
+                     if (inv.outputs.size() > 1) {
+                       kernels::ReduceSpec m;
+                       m.scale = 1.0f / static_cast<float>(std::max<int64_t>(1, count));
+                       auto more = reduce_program(inv, in, inv.outputs[1], m);
+                       p.insert(p.end(), more.begin(), more.end());
+                     }
+                     return p;
+                   },
+                   reduce_supported});
+  }
+  return ops;
+}
+
+}  // namespace neuronsim::backend

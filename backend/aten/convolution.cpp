@@ -4,9 +4,9 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include "accelerator/context.h"
 #include "aten/op_scope.h"
-#include "runtime/context.h"
-#include "runtime/op_tracking.h"
+#include "aten/op_tracking.h"
 
 namespace neuronsim::backend {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "aten/tensor_desc.h"
+#include "aten/device_tensor.h"
 
 namespace neuronsim::backend {
 

@@ -10,14 +10,14 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "accelerator/context.h"
+#include "accelerator/hooks.h"
+#include "aten/device_tensor.h"
 #include "aten/native_boxed.h"
 #include "aten/op_scope.h"
-#include "aten/tensor_desc.h"
+#include "aten/op_tracking.h"
 #include "neuronsim/kernels/elementwise.h"
-#include "runtime/context.h"
-#include "runtime/hooks.h"
-#include "runtime/op_tracking.h"
-#include "runtime/trace_session.h"
+#include "neuronsim/runtime/trace_session.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -100,13 +100,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   }
   if (dst_dev) {  // host -> device
     cpu_view(dst).copy_(self);
-    const bool async = non_blocking && is_pinned_host_pointer(self.storage().data());
+    const bool async = non_blocking && is_pinned(self.storage());
     with_runtime([&](runtime::Runtime& r) {
       const sim::SimTime h0 = r.host_time();
       const auto c = r.copy_host(static_cast<uint32_t>(dst.device().index()),
                                  current_stream(dst.device().index()).id(), payload_bytes(dst),
                                  true, r.hbm_address(dst.data_ptr()), async);
-      if (TraceSession* t = TraceSession::active()) {
+      if (runtime::TraceSession* t = runtime::TraceSession::active()) {
         t->kernel(r.physical_core(static_cast<uint32_t>(dst.device().index())), c.start, c.end);
         if (r.host_time() > h0)
           t->host("copy host to device", "copy", h0, r.host_time(),
@@ -118,13 +118,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   }
   // device -> host: waits for the device, then the copy.
   with_runtime([&](runtime::Runtime& r) {
-    const bool async = non_blocking && is_pinned_host_pointer(dst.storage().data());
+    const bool async = non_blocking && is_pinned(dst.storage());
     const sim::SimTime h0 = r.host_time();
     if (!async) r.synchronize();
     const auto c = r.copy_host(static_cast<uint32_t>(self.device().index()),
                                current_stream(self.device().index()).id(), payload_bytes(self),
                                false, r.hbm_address(self.data_ptr()), async);
-    if (TraceSession* t = TraceSession::active()) {
+    if (runtime::TraceSession* t = runtime::TraceSession::active()) {
       t->kernel(r.physical_core(static_cast<uint32_t>(self.device().index())), c.start, c.end);
       if (r.host_time() > h0)
         t->host("copy device to host (waits for the device)", "copy", h0, r.host_time(),

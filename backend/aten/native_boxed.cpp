@@ -6,13 +6,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "accelerator/context.h"
+#include "accelerator/generator.h"
+#include "aten/device_tensor.h"
 #include "aten/op_scope.h"
-#include "aten/tensor_desc.h"
+#include "aten/op_tracking.h"
+#include "neuronsim/runtime/trace_session.h"
 #include "profiler/activity_recorder.h"
-#include "runtime/context.h"
-#include "runtime/generator.h"
-#include "runtime/op_tracking.h"
-#include "runtime/trace_session.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 
@@ -157,7 +157,7 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
   with_runtime([&](runtime::Runtime& r) {
     const uint32_t dev = static_cast<uint32_t>(device.index());
     const int64_t stream = current_stream(device.index()).id();
-    TraceSession* trace = TraceSession::active();
+    runtime::TraceSession* trace = runtime::TraceSession::active();
     for (const auto& p : programs) {
       const sim::SimTime h0 = r.host_time();
       r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
@@ -317,7 +317,7 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
         r.synchronize();
         const sim::SimTime h0 = r.host_time();
         r.host_advance(sim::SimTime::from_ns(r.device().params().host.cpu_fallback_overhead_ns));
-        if (TraceSession* t = TraceSession::active()) {
+        if (runtime::TraceSession* t = runtime::TraceSession::active()) {
           t->host("CPU fallback " + name, "fallback", h0, r.host_time());
         }
         return 0;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "aten/tensor_desc.h"
+#include "aten/device_tensor.h"
 #include "neuronsim/device/params.h"
 #include "neuronsim/device/program.h"
 

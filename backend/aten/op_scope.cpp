@@ -1,9 +1,11 @@
 #include "aten/op_scope.h"
 
+#include <ATen/core/ivalue.h>
+
 #include <nlohmann/json.hpp>
 
-#include "runtime/context.h"
-#include "runtime/trace_session.h"
+#include "accelerator/context.h"
+#include "neuronsim/runtime/trace_session.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -16,9 +18,9 @@ nlohmann::json describe_tensor(const at::Tensor& t) {
 }
 
 void begin(bool& active, const std::string& name, nlohmann::json inputs) {
-  if (!runtime::Runtime::initialized() || !TraceSession::active()) return;
+  if (!runtime::Runtime::initialized() || !runtime::TraceSession::active()) return;
   with_runtime([&](runtime::Runtime& r) {
-    if (TraceSession* s = TraceSession::active()) {
+    if (runtime::TraceSession* s = runtime::TraceSession::active()) {
       s->op_begin(r, name, {{"inputs", std::move(inputs)}});
       active = true;
     }
@@ -29,7 +31,7 @@ void begin(bool& active, const std::string& name, nlohmann::json inputs) {
 }  // namespace
 
 OpScope::OpScope(const std::string& name, c10::ArrayRef<c10::IValue> args) {
-  if (!TraceSession::active()) return;
+  if (!runtime::TraceSession::active()) return;
   nlohmann::json inputs = nlohmann::json::array();
   for (const auto& v : args) {
     if (v.isTensor())
@@ -49,7 +51,7 @@ OpScope::OpScope(const std::string& name, c10::ArrayRef<c10::IValue> args) {
 }
 
 OpScope::OpScope(const std::string& name, std::initializer_list<at::Tensor> tensors) {
-  if (!TraceSession::active()) return;
+  if (!runtime::TraceSession::active()) return;
   nlohmann::json inputs = nlohmann::json::array();
   for (const at::Tensor& t : tensors) inputs.push_back(describe_tensor(t));
   begin(active_, name, std::move(inputs));
@@ -58,7 +60,7 @@ OpScope::OpScope(const std::string& name, std::initializer_list<at::Tensor> tens
 OpScope::~OpScope() {
   if (!active_) return;
   with_runtime([](runtime::Runtime& r) {
-    if (TraceSession* s = TraceSession::active()) s->op_end(r);
+    if (runtime::TraceSession* s = runtime::TraceSession::active()) s->op_end(r);
     return 0;
   });
 }

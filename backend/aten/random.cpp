@@ -7,14 +7,14 @@
 #include <limits>
 #include <mutex>
 
+#include "accelerator/context.h"
+#include "accelerator/generator.h"
+#include "aten/device_tensor.h"
 #include "aten/native_boxed.h"
 #include "aten/op_scope.h"
-#include "aten/tensor_desc.h"
+#include "aten/op_tracking.h"
 #include "neuronsim/device/philox.h"
 #include "neuronsim/kernels/random.h"
-#include "runtime/context.h"
-#include "runtime/generator.h"
-#include "runtime/op_tracking.h"
 
 namespace neuronsim::backend {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <set>
 
-#include "runtime/context.h"
-#include "runtime/device_sinks.h"
+#include "accelerator/context.h"
+#include "neuronsim/runtime/device_sinks.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -21,7 +21,7 @@ void ActivityRecorder::start() {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   activities_.clear();
   sink_ = std::make_unique<traces::MemoryTraceSink>();
-  set_device_sink(rt(), SinkRole::kProfiler, sink_.get());
+  runtime::set_device_sink(rt(), runtime::SinkRole::kProfiler, sink_.get());
   active_ = true;
 }
 
@@ -29,7 +29,7 @@ void ActivityRecorder::stop() {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   if (!active_) return;
   active_ = false;
-  set_device_sink(rt(), SinkRole::kProfiler, nullptr);
+  runtime::set_device_sink(rt(), runtime::SinkRole::kProfiler, nullptr);
   sink_.reset();
 }
 

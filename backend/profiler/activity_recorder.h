@@ -3,6 +3,8 @@
 // recorded (linked to the ATen op that launched it through Kineto's correlation ids) together
 // with the instructions it ran on each engine and DMA queue. Simulated durations are placed on
 // the wall clock at the moment of the launch, so the device rows line up with the CPU ops.
+#include <c10/util/ApproximateClock.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -16,10 +18,10 @@ namespace neuronsim::backend {
 
 struct DeviceActivity {
   std::string name;
-  int32_t device = 0;    // NeuronCore
-  int32_t resource = 0;  // row (engine / queue / kernels)
-  int64_t start_ns = 0, end_ns = 0;
-  uint64_t correlation = 0;  // 0: not linked to an op
+  int32_t device = 0;                    // NeuronCore
+  int32_t resource = 0;                  // row (engine / queue / kernels)
+  c10::time_t start_ns = 0, end_ns = 0;  // wall clock (c10::getTime)
+  uint64_t correlation = 0;              // 0: not linked to an op
   std::string kernel;
 };
 

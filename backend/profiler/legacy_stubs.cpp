@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "runtime/context.h"
+#include "accelerator/context.h"
 
 namespace neuronsim::backend {
 namespace {

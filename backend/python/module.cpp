@@ -2,13 +2,13 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include "accelerator/context.h"
+#include "accelerator/generator.h"
+#include "accelerator/hooks.h"
 #include "aten/native_boxed.h"
 #include "aten/native_ops.h"
-#include "runtime/context.h"
-#include "runtime/generator.h"
-#include "runtime/hooks.h"
-#include "runtime/op_tracking.h"
-#include "runtime/trace_session.h"
+#include "aten/op_tracking.h"
+#include "neuronsim/runtime/trace_session.h"
 
 #include <ATen/record_function.h>
 
@@ -57,17 +57,17 @@ py::dict memory_stats(int dev) {
 
 // torch.profiler.record_function ranges (RecordScope::USER_SCOPE) onto the trace's Python row.
 std::unique_ptr<at::ObserverContext> on_user_range_enter(const at::RecordFunction& fn) {
-  if (!TraceSession::active()) return nullptr;
+  if (!runtime::TraceSession::active()) return nullptr;
   with_runtime([&](runtime::Runtime& r) {
-    if (TraceSession* t = TraceSession::active()) t->range_push(r, fn.name());
+    if (runtime::TraceSession* t = runtime::TraceSession::active()) t->range_push(r, fn.name());
     return 0;
   });
   return nullptr;
 }
 void on_user_range_exit(const at::RecordFunction&, at::ObserverContext*) {
-  if (!TraceSession::active()) return;
+  if (!runtime::TraceSession::active()) return;
   with_runtime([](runtime::Runtime& r) {
-    if (TraceSession* t = TraceSession::active()) t->range_pop(r);
+    if (runtime::TraceSession* t = runtime::TraceSession::active()) t->range_pop(r);
     return 0;
   });
 }
@@ -184,7 +184,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_trace_start", [](const std::string& path) {
     with_runtime([&](runtime::Runtime& r) {
-      TraceSession::start(r, path);
+      runtime::TraceSession::start(r, path);
       return 0;
     });
     if (!g_range_callback) {
@@ -199,22 +199,22 @@ PYBIND11_MODULE(_C, m) {
       g_range_callback = 0;
     }
     with_runtime([&](runtime::Runtime& r) {
-      TraceSession::stop(r, nlohmann::json::parse(metadata_json));
+      runtime::TraceSession::stop(r, nlohmann::json::parse(metadata_json));
       return 0;
     });
   });
-  m.def("_trace_active", [] { return TraceSession::active() != nullptr; });
+  m.def("_trace_active", [] { return runtime::TraceSession::active() != nullptr; });
   m.def("_range_push", [](const std::string& name) {
-    if (!TraceSession::active()) return;
+    if (!runtime::TraceSession::active()) return;
     with_runtime([&](runtime::Runtime& r) {
-      if (TraceSession* t = TraceSession::active()) t->range_push(r, name);
+      if (runtime::TraceSession* t = runtime::TraceSession::active()) t->range_push(r, name);
       return 0;
     });
   });
   m.def("_range_pop", [] {
-    if (!TraceSession::active()) return;
+    if (!runtime::TraceSession::active()) return;
     with_runtime([&](runtime::Runtime& r) {
-      if (TraceSession* t = TraceSession::active()) t->range_pop(r);
+      if (runtime::TraceSession* t = runtime::TraceSession::active()) t->range_pop(r);
       return 0;
     });
   });

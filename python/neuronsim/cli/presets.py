@@ -1,8 +1,8 @@
-"""Preset files (device_model/presets/*.json): every hardware parameter with value and source.
+"""Preset files (device/presets/*.json): every hardware parameter with value and source.
 
 The C++ extension compiles the built-in presets in but exposes only the configuration in force
 (``_C._config()``), not the files, so the CLI reads them from the repository checkout:
-``<repo>/device_model/presets``, found relative to this package (python/neuronsim/cli). An
+``<repo>/device/presets``, found relative to this package (python/neuronsim/cli). An
 installed copy without the checkout can point ``NEURONSIM_PRESETS_DIR`` at that directory.
 A preset given as a path (``--preset my.json``) is read from that path, as the runtime does.
 """
@@ -20,14 +20,14 @@ def presets_dir() -> Path:
     env = os.environ.get("NEURONSIM_PRESETS_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[3] / "device_model" / "presets"
+    return Path(__file__).resolve().parents[3] / "device" / "presets"
 
 
 def builtin_names() -> list[str]:
     d = presets_dir()
     if not d.is_dir():
         raise CLIError(
-            f"preset files not found in {d}: the neuronsim CLI reads device_model/presets from the "
+            f"preset files not found in {d}: the neuronsim CLI reads device/presets from the "
             "repository checkout (or set NEURONSIM_PRESETS_DIR)"
         )
     return sorted(p.stem for p in d.glob("*.json"))

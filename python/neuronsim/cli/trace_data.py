@@ -2,7 +2,7 @@
 `whatif` get their numbers from.
 
 A trace is the Chrome trace-event JSON written by ``neuronsim.tracing`` (see
-backend/runtime/trace_session.cpp and traces/src/chrome_json_sink.cpp): slices ("X" events,
+runtime/src/trace_session.cpp and traces/src/chrome_json_sink.cpp): slices ("X" events,
 timestamps in microseconds with 6 decimals, i.e. exact picoseconds) on named rows of named
 processes, counters ("C" events), and the run's metadata in the top-level ``otherData``.
 

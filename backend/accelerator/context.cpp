@@ -1,4 +1,4 @@
-#include "runtime/context.h"
+#include "accelerator/context.h"
 
 #include <pthread.h>
 

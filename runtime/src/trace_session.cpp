@@ -1,12 +1,12 @@
-#include "runtime/trace_session.h"
+#include "neuronsim/runtime/trace_session.h"
 
 #include <fmt/format.h>
 
-#include "runtime/device_sinks.h"
+#include "neuronsim/runtime/device_sinks.h"
 
 #include <stdexcept>
 
-namespace neuronsim::backend {
+namespace neuronsim::runtime {
 namespace {
 std::unique_ptr<TraceSession>& slot() {
   static std::unique_ptr<TraceSession> s;
@@ -18,7 +18,7 @@ TraceSession* TraceSession::active() {
   return slot().get();
 }
 
-TraceSession::TraceSession(runtime::Runtime& rt, const std::string& path)
+TraceSession::TraceSession(Runtime& rt, const std::string& path)
     : sink_(std::make_unique<traces::ChromeJsonSink>(path)) {
   cores_ = rt.device().num_cores();
   core_ops_.assign(cores_, 0);
@@ -28,12 +28,12 @@ TraceSession::TraceSession(runtime::Runtime& rt, const std::string& path)
   set_device_sink(rt, SinkRole::kTraceSession, sink_.get());
 }
 
-void TraceSession::start(runtime::Runtime& rt, const std::string& path) {
+void TraceSession::start(Runtime& rt, const std::string& path) {
   if (slot()) throw std::runtime_error("a neuronsim trace is already being recorded");
   slot().reset(new TraceSession(rt, path));
 }
 
-void TraceSession::stop(runtime::Runtime& rt, const nlohmann::json& metadata) {
+void TraceSession::stop(Runtime& rt, const nlohmann::json& metadata) {
   if (!slot()) return;
   TraceSession& s = *slot();
   while (!s.ops_.empty()) s.op_end(rt);
@@ -57,7 +57,7 @@ sim::TrackId TraceSession::core_ops_track(uint32_t core) {
   return core_ops_[core] - 1;
 }
 
-void TraceSession::op_begin(runtime::Runtime& rt, const std::string& name, nlohmann::json args) {
+void TraceSession::op_begin(Runtime& rt, const std::string& name, nlohmann::json args) {
   OpFrame f;
   f.name = name;
   f.args = std::move(args);
@@ -67,7 +67,7 @@ void TraceSession::op_begin(runtime::Runtime& rt, const std::string& name, nlohm
   ops_.push_back(std::move(f));
 }
 
-void TraceSession::op_end(runtime::Runtime& rt) {
+void TraceSession::op_end(Runtime& rt) {
   if (ops_.empty()) return;
   OpFrame f = std::move(ops_.back());
   ops_.pop_back();
@@ -116,11 +116,11 @@ void TraceSession::host(const std::string& name, const std::string& category, si
   sink_->slice(host_track_, name, category, b, e, std::move(args));
 }
 
-void TraceSession::range_push(runtime::Runtime& rt, const std::string& name) {
+void TraceSession::range_push(Runtime& rt, const std::string& name) {
   ranges_.push_back({name, rt.host_time()});
 }
 
-void TraceSession::range_pop(runtime::Runtime& rt) {
+void TraceSession::range_pop(Runtime& rt) {
   if (ranges_.empty()) return;
   Range r = std::move(ranges_.back());
   ranges_.pop_back();
@@ -128,4 +128,4 @@ void TraceSession::range_pop(runtime::Runtime& rt) {
   sink_->slice(python_track_, r.name, "python", r.begin, end, nlohmann::json::object());
 }
 
-}  // namespace neuronsim::backend
+}  // namespace neuronsim::runtime

@@ -4,11 +4,11 @@
 #include "neuronsim/runtime/runtime.h"
 #include "neuronsim/sim/trace_sink.h"
 
-namespace neuronsim::backend {
+namespace neuronsim::runtime {
 
 enum class SinkRole { kTraceSession = 0, kProfiler = 1 };
 
 /// Attaches (or with null, detaches) the sink for a role; call with the runtime lock held.
-void set_device_sink(runtime::Runtime& rt, SinkRole role, sim::TraceSink* sink);
+void set_device_sink(Runtime& rt, SinkRole role, sim::TraceSink* sink);
 
-}  // namespace neuronsim::backend
+}  // namespace neuronsim::runtime

@@ -12,26 +12,26 @@
 #include "neuronsim/runtime/runtime.h"
 #include "neuronsim/traces/sinks.h"
 
-namespace neuronsim::backend {
+namespace neuronsim::runtime {
 
 class TraceSession {
  public:
   /// The session being recorded, or null.
   static TraceSession* active();
   /// Starts recording to `path` (Chrome trace-event JSON); throws if one is active.
-  static void start(runtime::Runtime& rt, const std::string& path);
+  static void start(Runtime& rt, const std::string& path);
   /// Finishes the file (adding `metadata`) and ends the session.
-  static void stop(runtime::Runtime& rt, const nlohmann::json& metadata);
+  static void stop(Runtime& rt, const nlohmann::json& metadata);
 
-  void op_begin(runtime::Runtime& rt, const std::string& name, nlohmann::json args);
-  void op_end(runtime::Runtime& rt);
+  void op_begin(Runtime& rt, const std::string& name, nlohmann::json args);
+  void op_end(Runtime& rt);
   /// A kernel launched on a logical device, with its device span.
   void kernel(uint32_t physical_core, sim::SimTime start, sim::SimTime end);
   /// A host-side cost on the host clock ("launch", "fallback aten::x", "copy").
   void host(const std::string& name, const std::string& category, sim::SimTime begin,
             sim::SimTime end, nlohmann::json args = nlohmann::json::object());
-  void range_push(runtime::Runtime& rt, const std::string& name);
-  void range_pop(runtime::Runtime& rt);
+  void range_push(Runtime& rt, const std::string& name);
+  void range_pop(Runtime& rt);
 
  private:
   struct OpFrame {
@@ -45,7 +45,7 @@ class TraceSession {
     std::string name;
     sim::SimTime begin;
   };
-  TraceSession(runtime::Runtime& rt, const std::string& path);
+  TraceSession(Runtime& rt, const std::string& path);
   sim::TrackId core_ops_track(uint32_t core);
 
   std::unique_ptr<traces::ChromeJsonSink> sink_;
@@ -56,4 +56,4 @@ class TraceSession {
   uint32_t cores_ = 0;
 };
 
-}  // namespace neuronsim::backend
+}  // namespace neuronsim::runtime

@@ -1,5 +1,5 @@
 #pragma once
-// The concrete cost models (private to device_model; make_cost_model() picks one).
+// The concrete cost models (private to the device library; make_cost_model() picks one).
 #include "neuronsim/device/cost_model.h"
 
 namespace neuronsim::device {

@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "runtime/context.h"
+#include "accelerator/context.h"
 
 namespace neuronsim::backend {
 namespace {

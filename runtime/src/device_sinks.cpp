@@ -1,13 +1,13 @@
-#include "runtime/device_sinks.h"
+#include "neuronsim/runtime/device_sinks.h"
 
 #include <array>
 #include <memory>
 
 #include "neuronsim/traces/sinks.h"
 
-namespace neuronsim::backend {
+namespace neuronsim::runtime {
 
-void set_device_sink(runtime::Runtime& rt, SinkRole role, sim::TraceSink* sink) {
+void set_device_sink(Runtime& rt, SinkRole role, sim::TraceSink* sink) {
   static std::array<sim::TraceSink*, 2> sinks{nullptr, nullptr};
   static std::unique_ptr<traces::TeeTraceSink> tee;
   sinks[static_cast<size_t>(role)] = sink;
@@ -28,4 +28,4 @@ void set_device_sink(runtime::Runtime& rt, SinkRole role, sim::TraceSink* sink) 
   }
 }
 
-}  // namespace neuronsim::backend
+}  // namespace neuronsim::runtime

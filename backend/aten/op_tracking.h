@@ -2,6 +2,8 @@
 // Which ATen ops ran natively on the simulated device and which went to the CPU fallback, under
 // TorchNeuron's names ("aten::add"): sets since the last clear, per-op counts for the report, a
 // once-per-op warning for fallbacks, and NEURON_SIM_STRICT=1 turning a fallback into an error.
+#include <c10/util/Exception.h>
+
 #include <cstdint>
 #include <map>
 #include <set>
@@ -20,7 +22,8 @@ class OpTracker {
   static OpTracker& get();
 
   void record_native(const std::string& op, bool computed_at_32_bits);
-  /// Records a fallback, warns once per op, throws under NEURON_SIM_STRICT=1.
+  /// Records a fallback, warns once per op (TORCH_WARN), throws c10::Error under
+  /// NEURON_SIM_STRICT=1.
   void record_fallback(const std::string& op, const std::string& reason);
 
   std::set<std::string> executed() const;

@@ -1,7 +1,7 @@
 #pragma once
 // Checks a Program against the hardware rules before anything runs. The first violation throws a
 // ValidationError naming the instruction index, the stream (engine) and the rule. Every rule has a
-// stable identifier listed in device_model/docs/ISA.md ("Validation rules").
+// stable identifier listed in device/docs/ISA.md ("Validation rules").
 #include <functional>
 
 #include "neuronsim/device/params.h"

@@ -1,5 +1,5 @@
 #pragma once
-// The neuronsim instruction set, modelled on the NKI ISA families (device_model/docs/ISA.md is
+// The neuronsim instruction set, modelled on the NKI ISA families (device/docs/ISA.md is
 // the reference). One Instruction struct serves every opcode; ISA.md lists which fields each
 // opcode reads.
 #include <array>

@@ -1,4 +1,4 @@
-#include "runtime/op_tracking.h"
+#include "aten/op_tracking.h"
 
 #include <c10/util/Exception.h>
 

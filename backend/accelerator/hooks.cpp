@@ -10,9 +10,9 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "runtime/context.h"
-#include "runtime/generator.h"
-#include "runtime/hooks.h"
+#include "accelerator/context.h"
+#include "accelerator/generator.h"
+#include "accelerator/hooks.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -115,8 +115,8 @@ void register_hooks() {
   std::call_once(once, [] { at::RegisterPrivateUse1HooksInterface(&hooks); });
 }
 
-bool is_pinned_host_pointer(const void* p) {
-  return g_pinned.is_pinned(p);
+bool is_pinned(const c10::Storage& storage) {
+  return g_pinned.is_pinned(storage.data());
 }
 
 }  // namespace neuronsim::backend

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "runtime/context.h"
+#include "accelerator/context.h"
 
 namespace neuronsim::backend {
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
 // Programs as JSON (the serialised instruction stream tools read and write). Format in
-// device_model/docs/ISA.md; parse errors name the JSON path of the offending field.
+// device/docs/ISA.md; parse errors name the JSON path of the offending field.
 #include <string>
 #include <string_view>
 

@@ -1,4 +1,4 @@
-#include "aten/tensor_desc.h"
+#include "aten/device_tensor.h"
 
 #include <ATen/Functions.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/generator.h"
+#include "accelerator/generator.h"
 
 #include <ATen/Functions.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
@@ -8,7 +8,7 @@
 #include <deque>
 #include <mutex>
 
-#include "runtime/context.h"
+#include "accelerator/context.h"
 
 namespace neuronsim::backend {
 

@@ -2,7 +2,7 @@
 #include <ATen/ATen.h>
 
 #include "aten/native_ops.h"
-#include "neuronsim/kernels/normalization.h"
+#include "neuronsim/kernels/softmax.h"
 
 namespace neuronsim::backend {
 namespace {

@@ -337,17 +337,7 @@ Program build_triangle(const std::string& name, const TensorDesc& in, const Tens
         const AccessPattern m =
             isa::sbuf_tile(DType::kFp32, p, m_off + s * uint64_t{chunk} * 4, cw);
         auto ap = [&](const TensorDesc& t, int64_t base, int64_t rs, int64_t cs) {
-          AccessPattern a;
-          a.space = MemSpace::kHbm;
-          a.dtype = t.dtype;
-          a.partitions = p;
-          a.partition_stride = rs;
-          a.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
-                                           (base + r0 * rs + c0 * cs) *
-                                               static_cast<int64_t>(dtype_size(t.dtype)));
-          a.ndims = 1;
-          a.dims[0] = {cs, cw};
-          return a;
+          return hbm_ap(t, base + r0 * rs + c0 * cs, p, rs, {{cs, cw}});
         };
         b.wait(qin, slot_free[s]);
         b.emit(qin, isa::dma_copy(x, ap(in, in_base, is[nd - 2], is[nd - 1])));
@@ -398,15 +388,8 @@ Program build_arange(const std::string& name, const TensorDesc& out, double star
       b.emit(kVector, isa::tensor_scalar(t, t, AluOp::kMultiply, isa::imm(static_cast<float>(step)),
                                          AluOp::kAdd, isa::imm(static_cast<float>(start))));
       b.wait(dma_queue(0), b.mark(kVector));
-      AccessPattern dst;
-      dst.space = MemSpace::kHbm;
-      dst.dtype = out.dtype;
-      dst.partitions = p;
-      dst.partition_stride = F * stride;
-      dst.offset = out.address + static_cast<uint64_t>(first * stride) * dtype_size(out.dtype);
-      dst.ndims = 1;
-      dst.dims[0] = {stride, cols};
-      b.emit(dma_queue(0), isa::dma_copy(dst, t));
+      b.emit(dma_queue(0),
+             isa::dma_copy(hbm_ap(out, first * stride, p, F * stride, {{stride, cols}}), t));
       slot_free[s] = b.mark(dma_queue(0));
     }
   }

@@ -28,15 +28,7 @@ struct Run {
 };
 
 AccessPattern run_ap(const TensorDesc& t, int64_t offset, int64_t len) {
-  AccessPattern ap;
-  ap.space = MemSpace::kHbm;
-  ap.dtype = t.dtype;
-  ap.partitions = 1;
-  ap.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
-                                    offset * static_cast<int64_t>(dtype_size(t.dtype)));
-  ap.ndims = 1;
-  ap.dims[0] = {1, static_cast<uint32_t>(len)};
-  return ap;
+  return hbm_ap(t, offset, 1, 0, {{1, static_cast<uint32_t>(len)}});
 }
 
 // Groups element pairs into contiguous runs (consecutive on both sides, unit inner strides).

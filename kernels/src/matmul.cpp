@@ -30,16 +30,7 @@ constexpr int kTransposeBanks = 4;
 
 AccessPattern hbm2(const TensorDesc& t, int64_t elem_offset, uint32_t rows, int64_t row_stride,
                    uint32_t cols, int64_t col_stride) {
-  AccessPattern ap;
-  ap.space = MemSpace::kHbm;
-  ap.dtype = t.dtype;
-  ap.partitions = rows;
-  ap.partition_stride = row_stride;
-  ap.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
-                                    elem_offset * static_cast<int64_t>(dtype_size(t.dtype)));
-  ap.ndims = 1;
-  ap.dims[0] = {col_stride, cols};
-  return ap;
+  return hbm_ap(t, elem_offset, rows, row_stride, {{col_stride, cols}});
 }
 
 // Batch strides of a [..., R, C] tensor flattened over its leading dims.

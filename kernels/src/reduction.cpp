@@ -98,16 +98,8 @@ Program build_column_sum(const std::string& name, const TensorDesc& in, const Te
           const uint32_t p = static_cast<uint32_t>(std::min<int64_t>(P, r_inner - i0));
           const int slot = static_cast<int>(loads % kSlots);
           const StreamId q = dma_queue(static_cast<uint8_t>(loads++ % 2));
-          AccessPattern src;
-          src.space = MemSpace::kHbm;
-          src.dtype = in.dtype;
-          src.partitions = p;
-          src.partition_stride = r_inner_stride;
           const int64_t e = in_base + f0 + o * r_outer_stride + i0 * r_inner_stride;
-          src.offset = static_cast<uint64_t>(static_cast<int64_t>(in.address) +
-                                             e * static_cast<int64_t>(dtype_size(in.dtype)));
-          src.ndims = 1;
-          src.dims[0] = {1, fw};
+          const AccessPattern src = hbm_ap(in, e, p, r_inner_stride, {{1, fw}});
           const AccessPattern x =
               isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t{F} * 4, fw);
           b.wait(q, x_free[slot]);
@@ -125,16 +117,8 @@ Program build_column_sum(const std::string& name, const TensorDesc& in, const Te
       b.wait(kVector, o_free[g]);
       b.emit(kVector, isa::tensor_scalar(res, acc, AluOp::kMultiply, isa::imm(spec.scale)));
       bank_free[g] = b.mark(kVector);
-      AccessPattern dst;
-      dst.space = MemSpace::kHbm;
-      dst.dtype = out.dtype;
-      dst.partitions = 1;
-      dst.partition_stride = 0;
-      dst.offset = static_cast<uint64_t>(static_cast<int64_t>(out.address) +
-                                         (out_base + f0 * ks[1].back()) *
-                                             static_cast<int64_t>(dtype_size(out.dtype)));
-      dst.ndims = 1;
-      dst.dims[0] = {ks[1].back(), fw};
+      const AccessPattern dst =
+          hbm_ap(out, out_base + f0 * ks[1].back(), 1, 0, {{ks[1].back(), fw}});
       b.wait(qout, bank_free[g]);
       b.emit(qout, isa::dma_copy(dst, res));
       o_free[g] = b.mark(qout);
@@ -223,17 +207,8 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
                           tmp = col(4, p);
       // Columns [c0, c0 + cw) of outer reduced index o, for this tile's rows.
       auto chunk_ap = [&](int64_t o, int64_t c0, uint32_t cw) {
-        AccessPattern src;
-        src.space = MemSpace::kHbm;
-        src.dtype = in.dtype;
-        src.partitions = p;
-        src.partition_stride = ks[0].back();
         const int64_t e = row_in + o * (outer > 1 ? rs[0][0] : 0) + c0 * rs[0].back();
-        src.offset = static_cast<uint64_t>(static_cast<int64_t>(in.address) +
-                                           e * static_cast<int64_t>(dtype_size(in.dtype)));
-        src.ndims = 1;
-        src.dims[0] = {rs[0].back(), cw};
-        return src;
+        return hbm_ap(in, e, p, ks[0].back(), {{rs[0].back(), cw}});
       };
       b.wait(kVector, acc_free);
       // Pass 0 (variance only): the mean. Pass 1: the reduction proper.
@@ -325,15 +300,8 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
         result = &tmp;
         ready = b.mark(kScalar);
       }
-      AccessPattern dst;
-      dst.space = MemSpace::kHbm;
-      dst.dtype = out.dtype;
-      dst.partitions = p;
-      dst.partition_stride = ks[1].back();
-      dst.offset = static_cast<uint64_t>(static_cast<int64_t>(out.address) +
-                                         row_out * static_cast<int64_t>(dtype_size(out.dtype)));
       b.wait(qout, ready);
-      b.emit(qout, isa::dma_copy(dst, *result));
+      b.emit(qout, isa::dma_copy(hbm_ap(out, row_out, p, ks[1].back(), {}), *result));
       acc_free = b.mark(qout);
       if (spec.sqrt) b.wait(kScalar, acc_free);
     }

@@ -53,19 +53,18 @@ RowLayout row_layout(const std::vector<int64_t>& sizes,
   return l;
 }
 
+uint32_t row_chunk(const device::CoreParams& core, uint32_t buffers, int64_t cols) {
+  const uint64_t budget = core.sbuf.partition_bytes * 3 / 4;
+  const uint64_t cap =
+      std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (4 * buffers));
+  return static_cast<uint32_t>(
+      std::min<int64_t>(cols, static_cast<int64_t>(std::max<uint64_t>(cap, 1))));
+}
+
 device::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile, size_t k,
                              int64_t c0, uint32_t count) {
-  device::AccessPattern ap;
-  ap.space = device::MemSpace::kHbm;
-  ap.dtype = t.dtype;
-  ap.partitions = tile.rows;
-  ap.partition_stride = tile.row_stride[k];
-  const int64_t e = tile.offset[k] + c0 * l.col_stride[k];
-  ap.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
-                                    e * static_cast<int64_t>(device::dtype_size(t.dtype)));
-  ap.ndims = 1;
-  ap.dims[0] = {l.col_stride[k], count};
-  return ap;
+  return hbm_ap(t, tile.offset[k] + c0 * l.col_stride[k], tile.rows, tile.row_stride[k],
+                {{l.col_stride[k], count}});
 }
 
 }  // namespace neuronsim::kernels

@@ -1,5 +1,6 @@
 #include "neuronsim/kernels/tensor_desc.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -37,6 +38,20 @@ std::vector<int64_t> broadcast_strides(const TensorDesc& t, const std::vector<in
     s[off + d] = t.sizes[d] == 1 ? 0 : t.strides[d];
   }
   return s;
+}
+
+device::AccessPattern hbm_ap(const TensorDesc& t, int64_t offset, uint32_t partitions,
+                             int64_t partition_stride, std::initializer_list<device::Dim> dims) {
+  device::AccessPattern ap;
+  ap.space = device::MemSpace::kHbm;
+  ap.dtype = t.dtype;
+  ap.partitions = partitions;
+  ap.partition_stride = partition_stride;
+  ap.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
+                                    offset * static_cast<int64_t>(device::dtype_size(t.dtype)));
+  ap.ndims = static_cast<uint8_t>(dims.size());
+  std::copy(dims.begin(), dims.end(), ap.dims.begin());
+  return ap;
 }
 
 std::string TensorDesc::to_string() const {

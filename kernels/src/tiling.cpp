@@ -168,17 +168,12 @@ void order_by_output(std::vector<int64_t>& sizes, std::vector<std::vector<int64_
 }  // namespace
 
 device::AccessPattern tile_ap(const TensorDesc& t, const Tile& tile, const TileOperand& o) {
-  device::AccessPattern ap;
-  ap.space = device::MemSpace::kHbm;
-  ap.dtype = t.dtype;
-  ap.partitions = tile.partitions;
-  ap.partition_stride = o.partition_stride;
-  ap.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
-                                    o.offset * static_cast<int64_t>(device::dtype_size(t.dtype)));
-  ap.ndims = tile.nfree;
-  ap.dims[0] = {o.free_strides[0], tile.free_sizes[0]};
-  if (tile.nfree == 2) ap.dims[1] = {o.free_strides[1], tile.free_sizes[1]};
-  return ap;
+  const device::Dim inner{o.free_strides[0], tile.free_sizes[0]};
+  if (tile.nfree == 2) {
+    return hbm_ap(t, o.offset, tile.partitions, o.partition_stride,
+                  {inner, {o.free_strides[1], tile.free_sizes[1]}});
+  }
+  return hbm_ap(t, o.offset, tile.partitions, o.partition_stride, {inner});
 }
 
 void coalesce(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>>& strides) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "neuronsim/device/access_pattern.h"
+#include "neuronsim/device/params.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -27,6 +28,10 @@ struct RowLayout {
 RowLayout row_layout(const std::vector<int64_t>& sizes,
                      const std::vector<std::vector<int64_t>>& strides, int64_t col_dim,
                      uint32_t max_rows);
+
+/// Columns per SBUF chunk when `buffers` fp32 buffers of a row chunk share three quarters of a
+/// partition (and VectorE's free-size limit): the whole row when it fits.
+uint32_t row_chunk(const device::CoreParams& core, uint32_t buffers, int64_t cols);
 
 /// An HBM access pattern for [rows, count] columns starting at column c0 of operand k.
 device::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile, size_t k,

@@ -3,9 +3,11 @@
 // strides in elements. 64-bit framework types are described as their low 32-bit words (strides
 // doubled), which is how the device computes them.
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include "neuronsim/device/access_pattern.h"
 #include "neuronsim/device/dtype.h"
 
 namespace neuronsim::kernels {
@@ -25,5 +27,10 @@ struct TensorDesc {
 /// The strides of `t` broadcast (right-aligned) onto `sizes`: stride 0 on broadcast dims.
 /// Throws std::invalid_argument when `t` does not broadcast.
 std::vector<int64_t> broadcast_strides(const TensorDesc& t, const std::vector<int64_t>& sizes);
+
+/// An HBM access pattern over `t`'s memory: `partitions` rows `partition_stride` elements apart,
+/// the first at element `offset`, each row walking the free dims `dims` (element strides).
+device::AccessPattern hbm_ap(const TensorDesc& t, int64_t offset, uint32_t partitions,
+                             int64_t partition_stride, std::initializer_list<device::Dim> dims);
 
 }  // namespace neuronsim::kernels

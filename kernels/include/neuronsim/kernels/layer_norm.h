@@ -1,7 +1,7 @@
 #pragma once
-// Row-wise normalisations: softmax / log_softmax (and their backward) over one dim, and layer
-// norm over the trailing dims (forward with mean and rstd outputs, and backward). Rows go to
-// partitions; each row's columns stream through SBUF in chunks (one pass when they fit).
+// Layer norm over the trailing dims of any strided tensor (forward with optional affine
+// parameters and mean/rstd outputs, and backward). Rows go to partitions; each row's columns
+// stream through SBUF in chunks (one pass when they fit).
 #include <optional>
 #include <string>
 
@@ -10,14 +10,6 @@
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
-
-device::Program build_softmax(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                              int64_t dim, bool log, const device::CoreParams& core);
-
-/// softmax: grad_in = y * (g - sum(g * y)); log_softmax: grad_in = g - exp(y) * sum(g).
-device::Program build_softmax_backward(const std::string& name, const TensorDesc& grad_out,
-                                       const TensorDesc& output, const TensorDesc& grad_in,
-                                       int64_t dim, bool log, const device::CoreParams& core);
 
 /// in viewed as [rows, D]; weight/bias [D]; mean/rstd [rows] (fp32).
 struct LayerNormIo {

@@ -1,4 +1,4 @@
-#include "neuronsim/kernels/normalization.h"
+#include "neuronsim/kernels/layer_norm.h"
 
 #include <algorithm>
 #include <stdexcept>
@@ -42,208 +42,17 @@ void fold_trailing(std::vector<int64_t>& sizes, std::vector<std::vector<int64_t>
 
 // Per-row statistics (mean, rstd): dense fp32 [rows], rows row0 .. row0 + p.
 AccessPattern row_stats_ap(const TensorDesc& s, int64_t row0, uint32_t p) {
-  AccessPattern ap;
-  ap.space = MemSpace::kHbm;
-  ap.dtype = s.dtype;
-  ap.partitions = p;
-  ap.partition_stride = 1;
-  ap.offset = s.address + static_cast<uint64_t>(row0) * dtype_size(s.dtype);
-  return ap;
+  return hbm_ap(s, row0, p, 1, {});
 }
 
-uint32_t chunk_of(const CoreParams& core, uint32_t buffers, int64_t cols) {
-  const uint64_t budget = core.sbuf.partition_bytes * 3 / 4;
-  const uint64_t cap =
-      std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (4 * buffers));
-  return static_cast<uint32_t>(
-      std::min<int64_t>(cols, static_cast<int64_t>(std::max<uint64_t>(cap, 1))));
+// Columns [c0, c0 + cw) of a [D] parameter (weight, bias) on `partitions` partitions: broadcast
+// (partition stride 0) to every row.
+AccessPattern param_ap(const TensorDesc& t, int64_t c0, uint32_t cw, uint32_t partitions) {
+  const int64_t stride = t.strides.empty() ? 1 : t.strides.back();
+  return hbm_ap(t, c0 * stride, partitions, 0, {{stride, cw}});
 }
 
 }  // namespace
-
-Program build_softmax(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                      int64_t dim, bool log, const CoreParams& core) {
-  ProgramBuilder b(name, core);
-  const RowLayout l = row_layout(out.sizes, {broadcast_strides(in, out.sizes), out.strides}, dim,
-                                 core.sbuf.partitions);
-  const uint32_t chunk = chunk_of(core, 4, l.cols);
-  const bool one_pass = chunk >= l.cols;
-  const uint64_t x_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4);
-  const uint64_t y_off = b.alloc_sbuf(2 * uint64_t{chunk} * 4);
-  const uint64_t s_off = b.alloc_sbuf(8 * 4);
-  const StreamId qin = dma_queue(0), qout = dma_queue(1);
-  Token x_free[2], y_free[2], stats_free;
-  uint64_t n = 0;
-  for (const RowTile& t : l.tiles) {
-    const uint32_t p = t.rows;
-    auto col = [&](int i) { return isa::sbuf_tile(DType::kFp32, p, s_off + i * 4, 1); };
-    const AccessPattern m = col(0), part = col(1), neg_m = col(2), sum = col(3), r = col(4),
-                        shift = col(5);
-    b.wait(kVector, stats_free);
-    b.wait(kScalar, stats_free);
-    auto load = [&](int64_t c0, uint32_t cw) {
-      const int s = static_cast<int>(n++ % 2);
-      const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + s * uint64_t{chunk} * 4, cw);
-      b.wait(qin, x_free[s]);
-      b.emit(qin, isa::dma_copy(x, row_ap(in, l, t, 0, c0, cw)));
-      return std::pair<AccessPattern, int>{x, s};
-    };
-    // Pass 1: row max. Pass 2: sum of exp(x - max). Pass 3 (or fused): outputs.
-    for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
-      const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
-      auto [x, s] = load(c0, cw);
-      b.wait(kVector, b.mark(qin));
-      b.emit(kVector, isa::tensor_reduce(c0 == 0 ? m : part, x, ReduceOp::kMax));
-      if (c0 > 0) b.emit(kVector, isa::tensor_tensor(m, m, part, AluOp::kMax));
-      x_free[s] = b.mark(kVector);
-      if (one_pass) x_free[s] = Token{};  // reused below before release
-    }
-    b.emit(kVector, isa::tensor_scalar(neg_m, m, AluOp::kMultiply, isa::imm(-1.0f)));
-    const Token have_max = b.mark(kVector);
-    for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
-      const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
-      AccessPattern x =
-          isa::sbuf_tile(DType::kFp32, p, x_off + ((n - 1) % 2) * uint64_t{chunk} * 4, cw);
-      int s = static_cast<int>((n - 1) % 2);
-      if (!one_pass) std::tie(x, s) = load(c0, cw);
-      const Token loaded = b.mark(qin);
-      const int ys = static_cast<int>(n % 2);
-      const AccessPattern y = isa::sbuf_tile(DType::kFp32, p, y_off + ys * uint64_t{chunk} * 4, cw);
-      b.wait(kScalar, loaded);
-      b.wait(kScalar, have_max);
-      b.wait(kScalar, y_free[ys]);
-      Instruction e =
-          isa::activation(y, x, ActFunc::kExp, isa::imm(1.0f), isa::per_partition(neg_m));
-      e.has_acc_dst = true;
-      e.acc_dst = c0 == 0 ? sum : part;
-      b.emit(kScalar, e);
-      const Token exp_done = b.mark(kScalar);
-      if (c0 > 0) {
-        b.wait(kVector, exp_done);
-        b.emit(kVector, isa::tensor_tensor(sum, sum, part, AluOp::kAdd));
-      }
-      if (!one_pass) {
-        x_free[s] = exp_done;
-        y_free[ys] = exp_done;
-      }
-    }
-    const Token summed = l.cols > chunk ? b.mark(kVector) : b.mark(kScalar);
-    // Normalise: y = exp(x - m) / sum, or log_softmax = x - (m + log(sum)).
-    b.wait(kScalar, summed);
-    b.wait(kVector, summed);
-    if (log) {
-      b.emit(kScalar, isa::activation(r, sum, ActFunc::kLog));
-      const Token lg = b.mark(kScalar);
-      b.wait(kVector, lg);
-      b.emit(kVector, isa::tensor_tensor(shift, m, r, AluOp::kAdd));
-    } else {
-      Instruction recip = isa::tensor_scalar(r, sum, AluOp::kDivide, isa::imm(1.0f));
-      recip.reverse0 = true;  // 1 / sum
-      b.emit(kVector, recip);
-    }
-    Token last;
-    for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
-      const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
-      const int ys = static_cast<int>(n % 2);
-      AccessPattern x =
-          isa::sbuf_tile(DType::kFp32, p, x_off + ((n - 1) % 2) * uint64_t{chunk} * 4, cw);
-      AccessPattern y = isa::sbuf_tile(DType::kFp32, p, y_off + ys * uint64_t{chunk} * 4, cw);
-      if (!one_pass) {
-        auto lx = load(c0, cw);
-        x = lx.first;
-        b.wait(kVector, b.mark(qin));
-        b.wait(kVector, y_free[ys]);
-        b.wait(kScalar, y_free[ys]);
-        if (!log) {
-          b.emit(kScalar,
-                 isa::activation(y, x, ActFunc::kExp, isa::imm(1.0f), isa::per_partition(neg_m)));
-          b.wait(kVector, b.mark(kScalar));
-        }
-        x_free[lx.second] = Token{};
-      }
-      if (log) {
-        b.emit(kVector, isa::tensor_scalar(y, x, AluOp::kSubtract, isa::per_partition(shift)));
-      } else {
-        b.emit(kVector, isa::tensor_scalar(y, y, AluOp::kMultiply, isa::per_partition(r)));
-      }
-      const Token done = b.mark(kVector);
-      b.wait(qout, done);
-      b.emit(qout, isa::dma_copy(row_ap(out, l, t, 1, c0, cw), y));
-      last = b.mark(qout);
-      y_free[ys] = last;
-      x_free[0] = x_free[1] = last;
-    }
-    stats_free = last;
-  }
-  return std::move(b).build();
-}
-
-Program build_softmax_backward(const std::string& name, const TensorDesc& g, const TensorDesc& y,
-                               const TensorDesc& gi, int64_t dim, bool log,
-                               const CoreParams& core) {
-  ProgramBuilder b(name, core);
-  const RowLayout l = row_layout(
-      gi.sizes, {broadcast_strides(g, gi.sizes), broadcast_strides(y, gi.sizes), gi.strides}, dim,
-      core.sbuf.partitions);
-  const uint32_t chunk = chunk_of(core, 6, l.cols);
-  const uint64_t g_off = b.alloc_sbuf(uint64_t{chunk} * 4),
-                 y_off = b.alloc_sbuf(uint64_t{chunk} * 4),
-                 w_off = b.alloc_sbuf(uint64_t{chunk} * 4), s_off = b.alloc_sbuf(4 * 4);
-  const StreamId qin = dma_queue(0), qout = dma_queue(1);
-  Token free_all;
-  for (const RowTile& t : l.tiles) {
-    const uint32_t p = t.rows;
-    const AccessPattern s = isa::sbuf_tile(DType::kFp32, p, s_off, 1),
-                        part = isa::sbuf_tile(DType::kFp32, p, s_off + 4, 1);
-    // Pass 1: s = sum(g * y) (softmax) or sum(g) (log_softmax).
-    for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
-      const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
-      const AccessPattern gt = isa::sbuf_tile(DType::kFp32, p, g_off, cw),
-                          yt = isa::sbuf_tile(DType::kFp32, p, y_off, cw),
-                          w = isa::sbuf_tile(DType::kFp32, p, w_off, cw);
-      b.wait(qin, free_all);
-      b.emit(qin, isa::dma_copy(gt, row_ap(g, l, t, 0, c0, cw)));
-      if (!log) b.emit(qin, isa::dma_copy(yt, row_ap(y, l, t, 1, c0, cw)));
-      b.wait(kVector, b.mark(qin));
-      b.wait(kVector, free_all);
-      if (log) {
-        b.emit(kVector, isa::tensor_reduce(c0 == 0 ? s : part, gt, ReduceOp::kAdd));
-      } else {
-        b.emit(kVector, isa::tensor_tensor(w, gt, yt, AluOp::kMultiply));
-        b.emit(kVector, isa::tensor_reduce(c0 == 0 ? s : part, w, ReduceOp::kAdd));
-      }
-      if (c0 > 0) b.emit(kVector, isa::tensor_tensor(s, s, part, AluOp::kAdd));
-      free_all = b.mark(kVector);
-    }
-    // Pass 2: outputs.
-    for (int64_t c0 = 0; c0 < l.cols; c0 += chunk) {
-      const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(chunk, l.cols - c0));
-      const AccessPattern gt = isa::sbuf_tile(DType::kFp32, p, g_off, cw),
-                          yt = isa::sbuf_tile(DType::kFp32, p, y_off, cw),
-                          w = isa::sbuf_tile(DType::kFp32, p, w_off, cw);
-      b.wait(qin, free_all);
-      b.emit(qin, isa::dma_copy(gt, row_ap(g, l, t, 0, c0, cw)));
-      b.emit(qin, isa::dma_copy(yt, row_ap(y, l, t, 1, c0, cw)));
-      const Token loaded = b.mark(qin);
-      if (log) {
-        b.wait(kScalar, loaded);
-        b.wait(kScalar, free_all);
-        b.emit(kScalar, isa::activation(w, yt, ActFunc::kExp));
-        b.wait(kVector, b.mark(kScalar));
-        b.emit(kVector, isa::tensor_scalar(w, w, AluOp::kMultiply, isa::per_partition(s)));
-        b.emit(kVector, isa::tensor_tensor(w, gt, w, AluOp::kSubtract));
-      } else {
-        b.wait(kVector, loaded);
-        b.emit(kVector, isa::tensor_scalar(w, gt, AluOp::kSubtract, isa::per_partition(s)));
-        b.emit(kVector, isa::tensor_tensor(w, w, yt, AluOp::kMultiply));
-      }
-      b.wait(qout, b.mark(kVector));
-      b.emit(qout, isa::dma_copy(row_ap(gi, l, t, 2, c0, cw), w));
-      free_all = b.mark(qout);
-    }
-  }
-  return std::move(b).build();
-}
 
 Program build_layer_norm(const std::string& name, const LayerNormIo& io, const CoreParams& core) {
   ProgramBuilder b(name, core);
@@ -252,7 +61,7 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
   fold_trailing(sizes, st, io.normalized_dims);
   const RowLayout l = row_layout(sizes, st, -1, core.sbuf.partitions);
   const int64_t D = l.cols;
-  const uint32_t chunk = chunk_of(core, 6, D);
+  const uint32_t chunk = row_chunk(core, 6, D);
   const uint64_t x_off = b.alloc_sbuf(uint64_t{chunk} * 4),
                  y_off = b.alloc_sbuf(uint64_t{chunk} * 4),
                  w_off = b.alloc_sbuf(uint64_t{chunk} * 4),
@@ -260,28 +69,16 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
                  sq_off = b.alloc_sbuf(uint64_t{chunk} * 4), s_off = b.alloc_sbuf(8 * 4);
   const StreamId qin = dma_queue(0), qout = dma_queue(1), qparam = dma_queue(2);
   const uint32_t P = core.sbuf.partitions;
-  auto param_ap = [&](const TensorDesc& t, int64_t c0, uint32_t cw) {
-    AccessPattern ap;
-    ap.space = MemSpace::kHbm;
-    ap.dtype = t.dtype;
-    ap.partitions = P;
-    ap.partition_stride = 0;  // broadcast to every partition
-    const int64_t stride = t.strides.empty() ? 1 : t.strides.back();
-    ap.offset = t.address + static_cast<uint64_t>(c0 * stride) * dtype_size(t.dtype);
-    ap.ndims = 1;
-    ap.dims[0] = {stride, cw};
-    return ap;
-  };
   const bool resident = chunk >= D;  // weight/bias stay in SBUF for every row tile
   Token params, free_all;
   if (resident) {
     if (io.weight)
       b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, static_cast<uint32_t>(D)),
-                                   param_ap(*io.weight, 0, static_cast<uint32_t>(D))));
+                                   param_ap(*io.weight, 0, static_cast<uint32_t>(D), P)));
     if (io.bias)
       b.emit(qparam,
              isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, bb_off, static_cast<uint32_t>(D)),
-                           param_ap(*io.bias, 0, static_cast<uint32_t>(D))));
+                           param_ap(*io.bias, 0, static_cast<uint32_t>(D), P)));
     params = b.mark(qparam);
   }
   const float inv_d = D > 0 ? 1.0f / static_cast<float>(D) : 0.0f;
@@ -336,10 +133,10 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
           if (!resident) {
             if (io.weight)
               b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, cw),
-                                           param_ap(*io.weight, c0, cw)));
+                                           param_ap(*io.weight, c0, cw, P)));
             if (io.bias)
               b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, bb_off, cw),
-                                           param_ap(*io.bias, c0, cw)));
+                                           param_ap(*io.bias, c0, cw, P)));
             params = b.mark(qparam);
           }
           b.wait(kVector, params);
@@ -384,7 +181,7 @@ Program build_layer_norm_backward(const std::string& name, const LayerNormBackwa
   const int64_t D = l.cols;
   const uint32_t P = core.sbuf.partitions;
   const uint32_t NT = core.tensor.moving_free_max;
-  if (D > static_cast<int64_t>(chunk_of(core, 8, D)) || D > 8 * static_cast<int64_t>(NT)) {
+  if (D > static_cast<int64_t>(row_chunk(core, 8, D)) || D > 8 * static_cast<int64_t>(NT)) {
     throw std::invalid_argument(
         fmt::format("{}: normalized size {} too large for one pass", name, D));
   }
@@ -397,15 +194,8 @@ Program build_layer_norm_backward(const std::string& name, const LayerNormBackwa
   const uint64_t bank0 = b.alloc_psum_bank(), bank1 = b.alloc_psum_bank();
   const StreamId qin = dma_queue(0), qout = dma_queue(1), qparam = dma_queue(2);
   if (io.weight) {
-    AccessPattern w;
-    w.space = MemSpace::kHbm;
-    w.dtype = io.weight->dtype;
-    w.partitions = P;
-    w.partition_stride = 0;
-    w.offset = io.weight->address;
-    w.ndims = 1;
-    w.dims[0] = {io.weight->strides.empty() ? 1 : io.weight->strides.back(), d};
-    b.emit(qparam, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, d), w));
+    b.emit(qparam,
+           isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, d), param_ap(*io.weight, 0, d, P)));
   }
   const Token params = b.mark(qparam);
   b.emit(kVector, isa::memset(isa::sbuf_tile(DType::kFp32, P, ones_off, 1), 1.0f));
@@ -483,14 +273,8 @@ Program build_layer_norm_backward(const std::string& name, const LayerNormBackwa
     }
   }
   auto store_param_grad = [&](const TensorDesc& out, uint64_t off) {
-    AccessPattern ap;
-    ap.space = MemSpace::kHbm;
-    ap.dtype = out.dtype;
-    ap.partitions = 1;
-    ap.offset = out.address;
-    ap.ndims = 1;
-    ap.dims[0] = {out.strides.empty() ? 1 : out.strides.back(), d};
-    b.emit(qout, isa::dma_copy(ap, isa::sbuf(DType::kFp32, 0, 1, off, {{1, d}})));
+    b.emit(qout,
+           isa::dma_copy(param_ap(out, 0, d, 1), isa::sbuf(DType::kFp32, 0, 1, off, {{1, d}})));
   };
   b.wait(qout, b.mark(kVector));
   if (io.grad_weight) store_param_grad(*io.grad_weight, gw_off);

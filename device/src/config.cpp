@@ -132,6 +132,13 @@ Config Config::load(std::string_view name_or_path) {
   return parse(ss.str(), std::string(name_or_path));
 }
 
+std::string_view Config::builtin_text(std::string_view name) {
+  for (const auto& p : embedded_presets()) {
+    if (p.name == name) return p.json;
+  }
+  return {};
+}
+
 std::vector<std::string> Config::builtin_names() {
   std::vector<std::string> out;
   for (const auto& p : embedded_presets()) out.emplace_back(p.name);

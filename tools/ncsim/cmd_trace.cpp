@@ -32,7 +32,7 @@ void add_trace_command(CLI::App& app) {
   diff->callback([args] {
     const auto sa = traces::summarize(traces::read_trace_file(args->a));
     const auto sb = traces::summarize(traces::read_trace_file(args->b));
-    std::cout << (args->json ? traces::diff_json(sa, sb).dump(2) + "\n"
+    std::cout << (args->json ? traces::diff_json(sa.to_json(), sb.to_json()).dump(2) + "\n"
                              : traces::format_diff(sa, sb, args->a, args->b));
   });
 }

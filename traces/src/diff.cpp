@@ -1,4 +1,8 @@
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -11,14 +15,94 @@ std::string ratio(double a, double b) {
   return a > 0 ? fmt::format("{:.3f}x", b / a) : "-";
 }
 
+// A summary's entries by key ("nc0 TensorE" for engines, the name for ops).
+std::map<std::string, const nlohmann::json*> by_key(const nlohmann::json& list, bool engine_key) {
+  std::map<std::string, const nlohmann::json*> out;
+  for (const auto& e : list) {
+    const std::string key =
+        engine_key ? e.value("process", "") + " " + e.value("engine", "") : e.value("name", "");
+    out[key] = &e;
+  }
+  return out;
+}
+
+// A summary's list (engines, ops), or an empty one.
+const nlohmann::json& list_of(const nlohmann::json& s, const char* key) {
+  static const nlohmann::json empty = nlohmann::json::array();
+  return s.contains(key) && s[key].is_array() ? s[key] : empty;
+}
+
+double value_of(const nlohmann::json* e, const char* key) {
+  return e && e->contains(key) && (*e)[key].is_number() ? (*e)[key].get<double>() : 0.0;
+}
+
+nlohmann::json run_of(const nlohmann::json& s) {
+  nlohmann::json r;
+  for (const char* k : {"preset", "overrides", "device_time_ns", "host_time_ns", "bottleneck"}) {
+    r[k] = s.contains(k) ? s[k] : nlohmann::json(nullptr);
+  }
+  return r;
+}
+
+nlohmann::json ratio_json(double a, double b) {
+  return a > 0 ? nlohmann::json(b / a) : nlohmann::json(nullptr);
+}
+
 }  // namespace
 
-nlohmann::json diff_json(const Summary& a, const Summary& b) {
+nlohmann::json diff_json(const nlohmann::json& a, const nlohmann::json& b) {
+  const auto ea = by_key(list_of(a, "engines"), true);
+  const auto eb = by_key(list_of(b, "engines"), true);
+  std::vector<std::string> engines;
+  for (const auto* m : {&ea, &eb}) {
+    for (const auto& [k, e] : *m) {
+      if (std::find(engines.begin(), engines.end(), k) == engines.end()) engines.push_back(k);
+    }
+  }
+  std::sort(engines.begin(), engines.end());
+  sort_engine_labels(engines);
+  nlohmann::json engine_rows = nlohmann::json::array();
+  for (const std::string& k : engines) {
+    const auto* x = ea.count(k) ? ea.at(k) : nullptr;
+    const auto* y = eb.count(k) ? eb.at(k) : nullptr;
+    engine_rows.push_back({{"engine", k},
+                           {"busy_ns_a", value_of(x, "busy_ns")},
+                           {"busy_ns_b", value_of(y, "busy_ns")},
+                           {"utilisation_a", value_of(x, "utilisation")},
+                           {"utilisation_b", value_of(y, "utilisation")}});
+  }
+  const auto oa = by_key(list_of(a, "ops"), false);
+  const auto ob = by_key(list_of(b, "ops"), false);
+  std::vector<nlohmann::json> op_rows;
+  std::set<std::string> names;
+  for (const auto* m : {&oa, &ob}) {
+    for (const auto& [k, o] : *m) names.insert(k);
+  }
+  for (const std::string& n : names) {
+    const auto* x = oa.count(n) ? oa.at(n) : nullptr;
+    const auto* y = ob.count(n) ? ob.at(n) : nullptr;
+    const double ta = value_of(x, "total_ns"), tb = value_of(y, "total_ns");
+    op_rows.push_back({{"op", n},
+                       {"count_a", x ? x->value("count", 0) : 0},
+                       {"count_b", y ? y->value("count", 0) : 0},
+                       {"time_ns_a", ta},
+                       {"time_ns_b", tb},
+                       {"delta_ns", tb - ta},
+                       {"ratio", ratio_json(ta, tb)}});
+  }
+  std::stable_sort(op_rows.begin(), op_rows.end(), [](const auto& x, const auto& y) {
+    const double dx = std::fabs(x["delta_ns"].template get<double>());
+    const double dy = std::fabs(y["delta_ns"].template get<double>());
+    return dx != dy ? dx > dy : x["op"] < y["op"];
+  });
+  const double ta = value_of(&a, "device_time_ns"), tb = value_of(&b, "device_time_ns");
   nlohmann::json j;
-  j["a"] = a.to_json();
-  j["b"] = b.to_json();
-  j["duration_ratio"] =
-      a.duration().ps ? static_cast<double>(b.duration().ps) / a.duration().ps : 0.0;
+  j["a"] = run_of(a);
+  j["b"] = run_of(b);
+  j["device_time_delta_ns"] = tb - ta;
+  j["device_time_ratio"] = ratio_json(ta, tb);
+  j["engines"] = engine_rows;
+  j["ops"] = op_rows;
   return j;
 }
 

@@ -1,11 +1,19 @@
 #include "neuronsim/traces/summary.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 
+#include <fmt/format.h>
+
+#include "neuronsim/traces/trace_reader.h"
+
 namespace neuronsim::traces {
 namespace {
+
+constexpr const char* kLoadStationary = "TensorE (LoadStationary)";
+constexpr const char* kAllDma = "DMA (all queues)";
 
 bool is_compute_engine(const std::string& n) {
   return n == "TensorE" || n == "VectorE" || n == "ScalarE" || n == "GpSimdE";
@@ -13,8 +21,218 @@ bool is_compute_engine(const std::string& n) {
 bool is_dma_queue(const std::string& n) {
   return n.rfind("DMA q", 0) == 0;
 }
+// Rows holding instructions of a core's kernels (not Host DMA, which belongs to no kernel).
+bool is_instruction_row(const std::string& n) {
+  return is_compute_engine(n) || n == kLoadStationary || is_dma_queue(n);
+}
+
+// A JSON number as a double; anything else (missing, bool, string) is 0.
+double num(const nlohmann::json& v) {
+  return v.is_number() ? v.get<double>() : 0.0;
+}
+double num(const nlohmann::json& obj, const char* key, double fallback = 0.0) {
+  if (!obj.is_object() || !obj.contains(key)) return fallback;
+  return num(obj[key]);
+}
+// The metadata entry, or an empty object when it is missing or empty.
+nlohmann::json entry_or_empty(const nlohmann::json& meta, const char* key) {
+  if (!meta.contains(key)) return nlohmann::json::object();
+  const nlohmann::json& v = meta[key];
+  const bool empty = v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
+                     (v.is_number() && v.get<double>() == 0) ||
+                     ((v.is_string() || v.is_array() || v.is_object()) && v.empty());
+  return empty ? nlohmann::json::object() : v;
+}
+
+// Picoseconds as nanoseconds, divided (not scaled by 1e-3) so the value is the exact quotient.
+double ns_of(uint64_t ps) {
+  return static_cast<double>(ps) / 1000.0;
+}
+
+struct Row {
+  std::string process, name;
+  std::vector<const SliceRecord*> slices;  // by start, then longest first
+};
+
+// The slice rows by (process, row name), in order of first appearance.
+std::vector<Row> rows_of(const Trace& t) {
+  std::vector<Row> rows;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  for (const SliceRecord& r : t.slices) {
+    if (r.track >= t.tracks.size()) continue;
+    const sim::TrackInfo& tr = t.tracks[r.track];
+    auto [it, added] = index.try_emplace({tr.process, tr.name}, rows.size());
+    if (added) rows.push_back({tr.process, tr.name, {}});
+    rows[it->second].slices.push_back(&r);
+  }
+  for (Row& row : rows) {
+    std::stable_sort(row.slices.begin(), row.slices.end(),
+                     [](const SliceRecord* a, const SliceRecord* b) {
+                       return a->begin != b->begin ? a->begin < b->begin : a->end > b->end;
+                     });
+  }
+  return rows;
+}
+
+void add_engines(Summary& s, const std::vector<Row>& rows, uint64_t span) {
+  std::map<std::pair<std::string, std::string>, std::vector<std::pair<uint64_t, uint64_t>>> iv;
+  std::set<std::string> active;
+  for (const Row& row : rows) {
+    const bool engine = is_compute_engine(row.name) || row.name == kLoadStationary;
+    const bool dma = is_dma_queue(row.name);
+    if (!engine && !dma) continue;
+    if (row.name != kLoadStationary) active.insert(row.process);
+    auto& own = iv[{row.process, row.name}];
+    double row_flops = 0;
+    for (const SliceRecord* r : row.slices) {
+      own.push_back({r->begin.ps, r->end.ps});
+      if (dma) {
+        iv[{row.process, kAllDma}].push_back({r->begin.ps, r->end.ps});
+        s.dma_bytes += num(r->args, "bytes");
+        s.hbm_bytes += num(r->args, "hbm_bytes");
+      }
+      row_flops += num(r->args, "flops");
+    }
+    s.flops += row_flops;
+  }
+  // Key order decides bottleneck ties.
+  for (const auto& [key, intervals] : iv) {
+    EngineSummary e;
+    e.process = key.first;
+    e.engine = key.second;
+    e.instructions = intervals.size();
+    e.busy = union_length(intervals);
+    e.utilisation = span > 0 ? static_cast<double>(e.busy.ps) / static_cast<double>(span) : 0;
+    if ((is_compute_engine(e.engine) || e.engine == kAllDma) &&
+        e.utilisation > s.bottleneck_utilisation) {
+      s.bottleneck_utilisation = e.utilisation;
+      s.bottleneck = e.process + " " + e.engine;
+    }
+    s.engines.push_back(e);
+  }
+  std::stable_sort(s.engines.begin(), s.engines.end(),
+                   [](const EngineSummary& a, const EngineSummary& b) {
+                     if (a.process != b.process) return a.process < b.process;
+                     return engine_before(a.engine, b.engine);
+                   });
+  s.active_cores.assign(active.begin(), active.end());
+}
+
+void add_kernels(Summary& s, const std::vector<Row>& rows) {
+  std::map<std::string, const Row*> kernel_rows;  // per core
+  for (const Row& row : rows) {
+    if (row.name == "Kernels") kernel_rows[row.process] = &row;
+  }
+  std::map<std::string, KernelSummary> work;
+  for (const Row& row : rows) {
+    if (!is_instruction_row(row.name)) continue;
+    auto k = kernel_rows.find(row.process);
+    for (const SliceRecord* r : row.slices) {
+      // The last kernel starting at or before the instruction, if it also ends after it.
+      const SliceRecord* kernel = nullptr;
+      if (k != kernel_rows.end()) {
+        const auto& ks = k->second->slices;
+        auto it =
+            std::upper_bound(ks.begin(), ks.end(), r->begin,
+                             [](sim::SimTime t, const SliceRecord* x) { return t < x->begin; });
+        if (it != ks.begin()) kernel = *(it - 1);
+      }
+      if (!kernel || r->end > kernel->end) {
+        ++s.instructions_outside_kernels;
+        continue;
+      }
+      KernelSummary& w = work[kernel->name];
+      w.flops += num(r->args, "flops");
+      if (is_dma_queue(row.name)) {
+        w.bytes += num(r->args, "bytes");
+        w.hbm_bytes += num(r->args, "hbm_bytes");
+      }
+    }
+  }
+  std::vector<KernelSummary> kernels;
+  std::map<std::string, size_t> index;
+  for (const Row& row : rows) {
+    if (row.name != "Kernels") continue;
+    for (const SliceRecord* r : row.slices) {
+      auto [it, added] = index.try_emplace(r->name, kernels.size());
+      if (added) {
+        KernelSummary k = work[r->name];
+        k.name = r->name;
+        kernels.push_back(k);
+      }
+      KernelSummary& k = kernels[it->second];
+      ++k.launches;
+      k.total = k.total + (r->end - r->begin);
+      k.instructions += static_cast<int64_t>(num(r->args, "instructions"));
+      s.kernel_time = s.kernel_time + (r->end - r->begin);
+    }
+  }
+  std::stable_sort(kernels.begin(), kernels.end(),
+                   [](const KernelSummary& a, const KernelSummary& b) {
+                     return a.total != b.total ? a.total > b.total : a.name < b.name;
+                   });
+  s.kernels = std::move(kernels);
+}
+
+void add_ops(Summary& s, const std::vector<Row>& rows) {
+  std::vector<OpSummary> ops;
+  std::map<std::string, size_t> index;
+  for (const Row& row : rows) {
+    if (row.name != "Ops") continue;
+    std::vector<sim::SimTime> open_ends;
+    for (const SliceRecord* r : row.slices) {
+      while (!open_ends.empty() && open_ends.back() <= r->begin) open_ends.pop_back();
+      if (open_ends.empty()) s.op_time = s.op_time + (r->end - r->begin);
+      open_ends.push_back(r->end);
+      auto [it, added] = index.try_emplace(r->name, ops.size());
+      if (added) ops.push_back({r->name, 0, {}});
+      ++ops[it->second].count;
+      ops[it->second].total = ops[it->second].total + (r->end - r->begin);
+    }
+  }
+  std::stable_sort(ops.begin(), ops.end(), [](const OpSummary& a, const OpSummary& b) {
+    return a.total != b.total ? a.total > b.total : a.name < b.name;
+  });
+  s.ops = std::move(ops);
+}
+
+double percent(sim::SimTime part, sim::SimTime whole) {
+  return whole.ps ? static_cast<double>(100 * part.ps) / static_cast<double>(whole.ps) : 0.0;
+}
 
 }  // namespace
+
+bool engine_before(const std::string& a, const std::string& b) {
+  static const std::vector<std::string> order = {"TensorE", kLoadStationary, "VectorE",
+                                                 "ScalarE", "GpSimdE",       kAllDma};
+  auto rank = [](const std::string& e) -> std::pair<size_t, int64_t> {
+    auto it = std::find(order.begin(), order.end(), e);
+    if (it != order.end()) return {static_cast<size_t>(it - order.begin()), 0};
+    const std::string q = e.size() > 5 ? e.substr(5) : "";
+    if (is_dma_queue(e) && !q.empty() && std::all_of(q.begin(), q.end(), ::isdigit)) {
+      return {order.size(), std::stoll(q)};
+    }
+    return {order.size() + 1, 0};
+  };
+  const auto ra = rank(a), rb = rank(b);
+  if (ra != rb) return ra < rb;
+  return ra.first == order.size() + 1 && a < b;
+}
+
+void sort_engine_labels(std::vector<std::string>& labels) {
+  auto split = [](const std::string& l) -> std::pair<std::string, std::string> {
+    const size_t space = l.find(' ');
+    if (l.rfind("nc", 0) == 0 && space != std::string::npos) {
+      return {l.substr(0, space), l.substr(space + 1)};
+    }
+    return {"", l};
+  };
+  std::stable_sort(labels.begin(), labels.end(), [&](const std::string& a, const std::string& b) {
+    const auto [pa, ea] = split(a);
+    const auto [pb, eb] = split(b);
+    return pa != pb ? pa < pb : engine_before(ea, eb);
+  });
+}
 
 sim::SimTime union_length(std::vector<std::pair<uint64_t, uint64_t>> iv) {
   std::sort(iv.begin(), iv.end());
@@ -36,93 +254,77 @@ sim::SimTime union_length(std::vector<std::pair<uint64_t, uint64_t>> iv) {
 
 Summary summarize(const Trace& t) {
   Summary s;
-  s.preset = t.metadata.value("preset", "");
+  s.metadata = t.metadata.is_object() ? t.metadata : nlohmann::json::object();
+  s.preset = s.metadata.contains("preset") && s.metadata["preset"].is_string()
+                 ? s.metadata["preset"].get<std::string>()
+                 : "";
   bool any = false;
   uint64_t lo = 0, hi = 0;
-  // Per (process, engine): intervals and counts.
-  std::map<std::pair<std::string, std::string>, std::vector<std::pair<uint64_t, uint64_t>>> iv;
-  std::map<std::pair<std::string, std::string>, uint64_t> count;
-  std::map<std::string, KernelSummary> kernels;
-  std::set<std::string> active_cores;
   for (const SliceRecord& r : t.slices) {
     if (r.track >= t.tracks.size()) continue;
-    const sim::TrackInfo& tr = t.tracks[r.track];
     if (!any || r.begin.ps < lo) lo = r.begin.ps;
     if (!any || r.end.ps > hi) hi = r.end.ps;
     any = true;
-    if (tr.name == "Kernels") {
-      KernelSummary& k = kernels[r.name];
-      k.name = r.name;
-      ++k.launches;
-      k.total = k.total + (r.end - r.begin);
-      continue;
-    }
-    const bool engine = is_compute_engine(tr.name), dma = is_dma_queue(tr.name);
-    if (!engine && !dma) continue;
-    active_cores.insert(tr.process);
-    iv[{tr.process, tr.name}].push_back({r.begin.ps, r.end.ps});
-    ++count[{tr.process, tr.name}];
-    if (dma) {
-      iv[{tr.process, "DMA (all queues)"}].push_back({r.begin.ps, r.end.ps});
-      ++count[{tr.process, "DMA (all queues)"}];
-      if (r.args.is_object()) {
-        s.dma_bytes += r.args.value("bytes", 0.0);
-        s.hbm_bytes += r.args.value("hbm_bytes", 0.0);
-      }
-    }
-    if (r.args.is_object()) s.flops += r.args.value("flops", 0.0);
   }
   s.begin = {lo};
   s.end = {hi};
-  const double span = static_cast<double>(hi - lo);
-  for (auto& [key, intervals] : iv) {
-    EngineSummary e;
-    e.process = key.first;
-    e.engine = key.second;
-    e.instructions = count[key];
-    e.busy = union_length(intervals);
-    e.utilisation = span > 0 ? static_cast<double>(e.busy.ps) / span : 0;
-    // The bottleneck is the busiest compute engine or a core's DMA queues taken together.
-    if ((is_compute_engine(e.engine) || e.engine == "DMA (all queues)") &&
-        e.utilisation > s.bottleneck_utilisation) {
-      s.bottleneck_utilisation = e.utilisation;
-      s.bottleneck = e.process + " " + e.engine;
-    }
-    s.engines.push_back(e);
-  }
-  for (auto& [name, k] : kernels) s.kernels.push_back(k);
-  std::sort(s.kernels.begin(), s.kernels.end(),
-            [](const KernelSummary& a, const KernelSummary& b) { return a.total > b.total; });
-  const double seconds = span * 1e-12;
+  const std::vector<Row> rows = rows_of(t);
+  add_engines(s, rows, hi - lo);
+  add_kernels(s, rows);
+  add_ops(s, rows);
+  const double seconds = static_cast<double>(hi - lo) * 1e-12;
   if (seconds > 0) {
     s.achieved_flops_per_s = s.flops / seconds;
     s.achieved_hbm_bytes_per_s = s.hbm_bytes / seconds;
   }
-  if (t.metadata.contains("peaks")) {
-    const auto& p = t.metadata["peaks"];
-    const double cores = std::max<double>(1, static_cast<double>(active_cores.size()));
-    s.peak_flops_per_s = p.value("tensor_flops_per_core", 0.0) * cores;
-    // Each core streams from the stack it is attached to; stacks shared by several active cores
-    // count once.
-    const double cores_per_stack =
-        t.metadata.contains("config")
-            ? std::max(1.0, t.metadata["config"].value("chip.cores", 1.0) /
-                                t.metadata["config"].value("chip.hbm_stacks", 1.0))
-            : 1.0;
-    const double stacks = std::ceil(cores / cores_per_stack);
-    s.peak_hbm_bytes_per_s = p.value("hbm_bytes_per_s_per_stack", 0.0) * stacks;
-  }
+  const nlohmann::json peaks = entry_or_empty(s.metadata, "peaks");
+  const nlohmann::json config = entry_or_empty(s.metadata, "config");
+  const double cores = std::max<double>(1, static_cast<double>(s.active_cores.size()));
+  // Each core streams from the stack it is attached to; stacks shared by several active cores
+  // count once.
+  const double cores_per_stack = std::max(
+      1.0, num(config, "chip.cores", 1.0) / std::max(1.0, num(config, "chip.hbm_stacks", 1.0)));
+  s.peak_flops_per_s = num(peaks, "tensor_flops_per_core") * cores;
+  s.peak_hbm_bytes_per_s =
+      num(peaks, "hbm_bytes_per_s_per_stack") * std::ceil(cores / cores_per_stack);
   return s;
+}
+
+nlohmann::json summary_document(const std::string& text, const std::string& origin,
+                                bool accept_summary) {
+  nlohmann::json doc = parse_json(text, origin);
+  if (accept_summary && doc.is_object()) {
+    if (doc.value("format", nlohmann::json()) == kSummaryFormat) return doc;
+    if (!doc.contains("traceEvents")) {
+      throw TraceFormatError(fmt::format(
+          "{}: neither a neuronsim trace nor a `neuronsim run --summary-json` file", origin));
+    }
+  }
+  return summarize(parse_neuronsim_trace(doc, origin)).to_json();
 }
 
 nlohmann::json Summary::to_json() const {
   nlohmann::json j;
-  j["preset"] = preset;
-  j["begin_ns"] = begin.ns();
-  j["end_ns"] = end.ns();
-  j["duration_ns"] = duration().ns();
+  j["format"] = kSummaryFormat;
+  j["preset"] = metadata.contains("preset") ? metadata["preset"] : nlohmann::json("");
+  for (const char* k : {"overrides", "config", "peaks", "op_report"}) {
+    j[k] = entry_or_empty(metadata, k);
+  }
+  for (const char* k : {"device_time_ns", "host_time_ns", "end_ns"}) j[k] = num(metadata, k);
+  j["window_begin_ns"] = ns_of(begin.ps);
+  j["window_end_ns"] = ns_of(end.ps);
+  j["window_ns"] = ns_of(duration().ps);
   j["bottleneck"] = bottleneck;
   j["bottleneck_utilisation"] = bottleneck_utilisation;
+  auto& es = j["engines"] = nlohmann::json::array();
+  for (const auto& e : engines) {
+    es.push_back({{"process", e.process},
+                  {"engine", e.engine},
+                  {"instructions", e.instructions},
+                  {"busy_ns", ns_of(e.busy.ps)},
+                  {"utilisation", e.utilisation}});
+  }
+  j["active_cores"] = active_cores;
   j["flops"] = flops;
   j["dma_bytes"] = dma_bytes;
   j["hbm_bytes"] = hbm_bytes;
@@ -130,18 +332,43 @@ nlohmann::json Summary::to_json() const {
   j["peak_flops_per_s"] = peak_flops_per_s;
   j["achieved_hbm_bytes_per_s"] = achieved_hbm_bytes_per_s;
   j["peak_hbm_bytes_per_s"] = peak_hbm_bytes_per_s;
-  auto& es = j["engines"] = nlohmann::json::array();
-  for (const auto& e : engines) {
-    es.push_back({{"process", e.process},
-                  {"engine", e.engine},
-                  {"instructions", e.instructions},
-                  {"busy_ns", e.busy.ns()},
-                  {"utilisation", e.utilisation}});
+  auto& os = j["ops"] = nlohmann::json::array();
+  for (const auto& o : ops) {
+    os.push_back({{"name", o.name},
+                  {"count", o.count},
+                  {"total_ns", ns_of(o.total.ps)},
+                  {"percent", percent(o.total, op_time)}});
   }
+  j["op_time_ns"] = ns_of(op_time.ps);
   auto& ks = j["kernels"] = nlohmann::json::array();
   for (const auto& k : kernels) {
-    ks.push_back({{"name", k.name}, {"launches", k.launches}, {"total_ns", k.total.ns()}});
+    const double secs = static_cast<double>(k.total.ps) * 1e-12;
+    ks.push_back({{"name", k.name},
+                  {"launches", k.launches},
+                  {"instructions", k.instructions},
+                  {"total_ns", ns_of(k.total.ps)},
+                  {"percent", percent(k.total, kernel_time)},
+                  {"flops", k.flops},
+                  {"bytes", k.bytes},
+                  {"hbm_bytes", k.hbm_bytes},
+                  {"intensity", k.hbm_bytes > 0 ? nlohmann::json(k.flops / k.hbm_bytes)
+                                                : nlohmann::json(nullptr)},
+                  {"achieved_flops_per_s", k.total.ps ? k.flops / secs : 0.0},
+                  {"achieved_hbm_bytes_per_s", k.total.ps ? k.hbm_bytes / secs : 0.0}});
   }
+  j["kernel_time_ns"] = ns_of(kernel_time.ps);
+  j["instructions_outside_kernels"] = instructions_outside_kernels;
+  int64_t native = 0, fallback = 0;
+  std::vector<std::string> fallback_ops;
+  for (const auto& [name, counts] : j["op_report"].items()) {
+    native += static_cast<int64_t>(num(counts, "native"));
+    fallback += static_cast<int64_t>(num(counts, "fallback"));
+    if (num(counts, "fallback") > 0) fallback_ops.push_back(name);
+  }
+  std::sort(fallback_ops.begin(), fallback_ops.end());
+  j["native_calls"] = native;
+  j["fallback_calls"] = fallback;
+  j["fallback_ops"] = fallback_ops;
   return j;
 }
 

@@ -38,10 +38,10 @@ std::string format_summary(const Summary& s) {
                      of_peak(s.achieved_hbm_bytes_per_s * 1e-9, s.peak_hbm_bytes_per_s * 1e-9));
   out += fmt::format("bytes moved        {} by DMA, {} to/from HBM\n", bytes_str(s.dma_bytes),
                      bytes_str(s.hbm_bytes));
-  out += fmt::format("\n{:<6} {:<18} {:>12} {:>14} {:>8}\n", "core", "engine", "instructions",
+  out += fmt::format("\n{:<6} {:<24} {:>12} {:>14} {:>8}\n", "core", "engine", "instructions",
                      "busy", "util");
   for (const auto& e : s.engines) {
-    out += fmt::format("{:<6} {:<18} {:>12} {:>14} {:>7.1f}%\n", e.process, e.engine,
+    out += fmt::format("{:<6} {:<24} {:>12} {:>14} {:>7.1f}%\n", e.process, e.engine,
                        e.instructions, time_str(e.busy.ns()), 100 * e.utilisation);
   }
   if (!s.kernels.empty()) {

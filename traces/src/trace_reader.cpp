@@ -10,8 +10,9 @@
 namespace neuronsim::traces {
 namespace {
 
+// Microseconds (6 decimals) to integer picoseconds, rounding half to even.
 sim::SimTime from_us(const nlohmann::json& v) {
-  return {static_cast<uint64_t>(std::llround(v.get<double>() * 1e6))};
+  return {static_cast<uint64_t>(std::nearbyint(v.get<double>() * 1e6))};
 }
 
 }  // namespace
@@ -24,16 +25,38 @@ Trace read_trace_file(const std::string& path) {
   return parse_trace(ss.str(), path);
 }
 
-Trace parse_trace(const std::string& text, const std::string& origin) {
-  nlohmann::json doc;
+nlohmann::json parse_json(const std::string& text, const std::string& origin) {
   try {
-    doc = nlohmann::json::parse(text);
+    return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    throw TraceFormatError(fmt::format(
+    throw TraceSyntaxError(fmt::format(
         "{}: not a valid JSON trace ({}){}", origin,
         e.byte >= text.size() ? "the file ends early" : "syntax error",
         e.byte >= text.size() ? " - was it truncated?" : fmt::format(" at byte {}", e.byte)));
   }
+}
+
+Trace parse_trace(const std::string& text, const std::string& origin) {
+  return trace_from_json(parse_json(text, origin), origin);
+}
+
+Trace parse_neuronsim_trace(const nlohmann::json& doc, const std::string& origin) {
+  if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
+    throw TraceFormatError(
+        fmt::format("{}: not a Chrome trace (no \"traceEvents\" array)", origin));
+  }
+  const auto meta = doc.find("otherData");
+  if (meta == doc.end() || !meta->is_object() || !meta->contains("device_time_ns") ||
+      !meta->contains("peaks")) {
+    throw TraceFormatError(fmt::format(
+        "{}: not a neuronsim trace (no neuronsim metadata in \"otherData\"; traces come from "
+        "`neuronsim run --trace` or neuronsim.tracing)",
+        origin));
+  }
+  return trace_from_json(doc, origin);
+}
+
+Trace trace_from_json(const nlohmann::json& doc, const std::string& origin) {
   const nlohmann::json* events = nullptr;
   if (doc.is_object() && doc.contains("traceEvents") && doc["traceEvents"].is_array()) {
     events = &doc["traceEvents"];

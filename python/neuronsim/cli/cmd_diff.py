@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from neuronsim import _C
 from neuronsim.cli import trace_data
 from neuronsim.cli.errors import CLIError
 from neuronsim.cli.formatting import pct, rate_str, ratio_str, table, time_str
@@ -25,63 +26,8 @@ def _delta_str(ns: float) -> str:
 
 
 def compare(a: dict, b: dict) -> dict:
-    def engines(s):
-        return {f"{e['process']} {e['engine']}": e for e in s["engines"]}
-
-    ea, eb = engines(a), engines(b)
-    engine_rows = []
-    for name in sorted(
-        set(ea) | set(eb),
-        key=lambda n: (n.split(" ")[0], trace_data.engine_sort_key(n.split(" ", 1)[1])),
-    ):
-        x, y = ea.get(name, {}), eb.get(name, {})
-        engine_rows.append(
-            {
-                "engine": name,
-                "busy_ns_a": x.get("busy_ns", 0.0),
-                "busy_ns_b": y.get("busy_ns", 0.0),
-                "utilisation_a": x.get("utilisation", 0.0),
-                "utilisation_b": y.get("utilisation", 0.0),
-            }
-        )
-    oa, ob = {o["name"]: o for o in a["ops"]}, {o["name"]: o for o in b["ops"]}
-    op_rows = []
-    for name in set(oa) | set(ob):
-        x, y = oa.get(name, {}), ob.get(name, {})
-        ta, tb = x.get("total_ns", 0.0), y.get("total_ns", 0.0)
-        op_rows.append(
-            {
-                "op": name,
-                "count_a": x.get("count", 0),
-                "count_b": y.get("count", 0),
-                "time_ns_a": ta,
-                "time_ns_b": tb,
-                "delta_ns": tb - ta,
-                "ratio": tb / ta if ta > 0 else None,
-            }
-        )
-    op_rows.sort(key=lambda r: (-abs(r["delta_ns"]), r["op"]))
-    ta, tb = a["device_time_ns"], b["device_time_ns"]
-    return {
-        "a": {
-            "preset": a["preset"],
-            "overrides": a["overrides"],
-            "device_time_ns": ta,
-            "host_time_ns": a["host_time_ns"],
-            "bottleneck": a["bottleneck"],
-        },
-        "b": {
-            "preset": b["preset"],
-            "overrides": b["overrides"],
-            "device_time_ns": tb,
-            "host_time_ns": b["host_time_ns"],
-            "bottleneck": b["bottleneck"],
-        },
-        "device_time_delta_ns": tb - ta,
-        "device_time_ratio": tb / ta if ta > 0 else None,
-        "engines": engine_rows,
-        "ops": op_rows,
-    }
+    """The comparison of two summaries (traces/src/diff.cpp): totals, engines, ops."""
+    return json.loads(_C._summary_diff(json.dumps(a), json.dumps(b)))
 
 
 def text(a: dict, b: dict, d: dict, names: tuple[str, str], top: int) -> str:

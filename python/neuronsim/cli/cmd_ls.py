@@ -42,7 +42,7 @@ def devices(config: dict) -> dict:
     try:
         generation = presets.info(presets.load(config["preset"])).get("generation", "unknown")
     except CLIError:
-        generation = "unknown"  # preset files not in this checkout: everything else still shows
+        generation = "unknown"  # a preset file that is gone: everything else still shows
     return {
         "instance_type": props[0]["instance"] if props else "",
         "preset": config["preset"],

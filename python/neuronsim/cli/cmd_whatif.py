@@ -153,12 +153,7 @@ def rows_of(sweeps, results: list[dict]) -> tuple[list[str], list[dict]]:
         for name, util in trace_data.engine_utilisation(r["summary"]).items():
             if util > 0 and name not in engines:
                 engines.append(name)
-    engines.sort(
-        key=lambda n: (
-            n.split(" ")[0] if n.startswith("nc") else "",
-            trace_data.engine_sort_key(n.split(" ", 1)[1] if n.startswith("nc") else n),
-        )
-    )
+    engines = trace_data.sort_engines(engines)
     base = results[0]["summary"]["device_time_ns"]
     rows = []
     for r in results:

@@ -18,6 +18,8 @@ class Config {
   static Config parse(std::string_view json_text, const std::string& origin);
   /// Names of the built-in presets.
   static std::vector<std::string> builtin_names();
+  /// A built-in preset's JSON text as its file holds it (keys in file order); empty if unknown.
+  static std::string_view builtin_text(std::string_view name);
 
   const std::string& name() const { return name_; }
 

@@ -1,6 +1,20 @@
 #pragma once
 // What a user reads after a run: per-engine busy time and utilisation, the bottleneck, bytes
-// moved, achieved FLOP/s and bandwidth against the preset's peaks, and per-kernel times.
+// moved, achieved FLOP/s and bandwidth against the preset's peaks, per-kernel and per-op times.
+// The one definition `ncsim trace summary` and `neuronsim report/diff/run/whatif` print from:
+// - the window is the first slice's start to the last slice's end, over every row;
+// - an engine's busy time is the union of its slices; utilisation = busy / window;
+// - "DMA (all queues)" is the union over a core's DMA queues;
+// - the bottleneck is the busiest compute engine or a core's DMA queues taken together (the
+//   TensorE LoadStationary row is listed but is neither);
+// - FLOPs come from the instructions' `flops` args, bytes from the DMA queues' `bytes` and
+//   `hbm_bytes`; the peaks scale with the cores that ran instructions (HBM: with the stacks
+//   those cores sit on);
+// - a kernel's FLOPs and bytes are those of the instructions inside its slices on its core;
+// - ops are the device op spans ("Ops" rows): nested spans count in their own name's total, only
+//   the outermost towards the total op time.
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,33 +36,65 @@ struct KernelSummary {
   std::string name;
   uint64_t launches = 0;
   sim::SimTime total;
+  int64_t instructions = 0;                    // from the kernel slices' `instructions` args
+  double flops = 0, bytes = 0, hbm_bytes = 0;  // of the instructions inside its slices
+};
+
+struct OpSummary {
+  std::string name;
+  uint64_t count = 0;
+  sim::SimTime total;
 };
 
 struct Summary {
   sim::SimTime begin, end;
-  std::vector<EngineSummary> engines;
+  std::vector<EngineSummary> engines;  // per core: TensorE, its LoadStationary, VectorE, ...
+  std::vector<std::string> active_cores;
   std::string bottleneck;  // "nc0 TensorE"
   double bottleneck_utilisation = 0;
   double flops = 0, dma_bytes = 0, hbm_bytes = 0;
   double achieved_flops_per_s = 0, peak_flops_per_s = 0;
   double achieved_hbm_bytes_per_s = 0, peak_hbm_bytes_per_s = 0;
-  std::vector<KernelSummary> kernels;
+  std::vector<KernelSummary> kernels;  // longest total first
+  sim::SimTime kernel_time;
+  std::vector<OpSummary> ops;  // longest total first
+  sim::SimTime op_time;        // outermost op spans
+  uint64_t instructions_outside_kernels = 0;
   std::string preset;
+  nlohmann::json metadata = nlohmann::json::object();  // the trace's, as recorded
 
   sim::SimTime duration() const { return end - begin; }
+  /// The summary as JSON: the `neuronsim-summary/1` document (`neuronsim report --json`).
   nlohmann::json to_json() const;
 };
 
+/// The "format" of summary documents.
+inline constexpr const char* kSummaryFormat = "neuronsim-summary/1";
+
 Summary summarize(const Trace& trace);
+/// The summary document (to_json()) of the neuronsim trace in `text`; with `accept_summary`, the
+/// text may also be a summary document itself (`neuronsim run --summary-json`), returned as it
+/// is. TraceFormatError (TraceSyntaxError for non-JSON) names `origin` and the problem.
+nlohmann::json summary_document(const std::string& text, const std::string& origin,
+                                bool accept_summary);
 /// The text report the tools print.
 std::string format_summary(const Summary& s);
 
-/// Engine-by-engine and kernel-by-kernel comparison of two runs.
+/// Two summary documents (to_json(), or `neuronsim run --summary-json` files) compared: totals,
+/// engine by engine, op by op (largest change in device time first).
+nlohmann::json diff_json(const nlohmann::json& a, const nlohmann::json& b);
+/// Engine-by-engine and kernel-by-kernel comparison of two runs as text (ncsim trace diff).
 std::string format_diff(const Summary& a, const Summary& b, const std::string& name_a,
                         const std::string& name_b);
-nlohmann::json diff_json(const Summary& a, const Summary& b);
 
 /// Union length of [begin, end) intervals.
 sim::SimTime union_length(std::vector<std::pair<uint64_t, uint64_t>> intervals);
+
+/// Display order of a core's engine rows: TensorE, its LoadStationary row, VectorE, ScalarE,
+/// GpSimdE, DMA (all queues), DMA q0, q1, ... then anything else by name.
+bool engine_before(const std::string& a, const std::string& b);
+/// Engine labels ("TensorE", or "nc1 DMA q2" with the core first) sorted core by core in that
+/// order.
+void sort_engine_labels(std::vector<std::string>& labels);
 
 }  // namespace neuronsim::traces

@@ -12,8 +12,21 @@ class TraceFormatError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+/// The text is not JSON at all.
+class TraceSyntaxError : public TraceFormatError {
+ public:
+  using TraceFormatError::TraceFormatError;
+};
 
 Trace read_trace_file(const std::string& path);
+/// A Chrome trace (an object with "traceEvents", or a bare event array); `origin` names it in
+/// errors.
 Trace parse_trace(const std::string& text, const std::string& origin);
+Trace trace_from_json(const nlohmann::json& doc, const std::string& origin);
+/// The JSON document of a trace or summary file (TraceSyntaxError when it is not JSON).
+nlohmann::json parse_json(const std::string& text, const std::string& origin);
+/// A trace written by neuronsim: a Chrome trace object with neuronsim's run metadata
+/// (device_time_ns, peaks) in "otherData".
+Trace parse_neuronsim_trace(const nlohmann::json& doc, const std::string& origin);
 
 }  // namespace neuronsim::traces

@@ -1,0 +1,45 @@
+#include "python/trace_tools.h"
+
+#include <torch/extension.h>
+
+#include <string>
+#include <vector>
+
+#include "neuronsim/device/config.h"
+#include "neuronsim/traces/summary.h"
+#include "neuronsim/traces/trace_reader.h"
+
+namespace neuronsim::backend {
+
+namespace py = pybind11;
+
+void bind_trace_tools(py::module_& m) {
+  // Translators run newest first: the syntax error (a format error too) is registered last.
+  const auto& format_error =
+      py::register_exception<traces::TraceFormatError>(m, "TraceFormatError", PyExc_ValueError);
+  py::register_exception<traces::TraceSyntaxError>(m, "TraceSyntaxError", format_error.ptr());
+  m.def(
+      "_summary_document",
+      [](const std::string& text, const std::string& origin, bool accept_summary) {
+        std::string out;
+        {
+          py::gil_scoped_release release;
+          out = traces::summary_document(text, origin, accept_summary).dump();
+        }
+        return out;
+      },
+      py::arg("text"), py::arg("origin"), py::arg("accept_summary") = false);
+  m.def("_summary_diff", [](const std::string& a, const std::string& b) {
+    return traces::diff_json(nlohmann::json::parse(a), nlohmann::json::parse(b)).dump();
+  });
+  m.def("_sort_engine_labels", [](std::vector<std::string> labels) {
+    traces::sort_engine_labels(labels);
+    return labels;
+  });
+  m.def("_summary_format", [] { return std::string(traces::kSummaryFormat); });
+  m.def("_preset_names", [] { return device::Config::builtin_names(); });
+  m.def("_preset_text",
+        [](const std::string& name) { return std::string(device::Config::builtin_text(name)); });
+}
+
+}  // namespace neuronsim::backend

@@ -2,7 +2,9 @@
 // kernel library's elementwise kernel; and the fills (fill, zero, arange).
 #include <ATen/ATen.h>
 
+#include <initializer_list>
 #include <limits>
+#include <utility>
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/elementwise.h"
@@ -80,22 +82,29 @@ void binary_alu(NativeOpTable& ops, const std::string& name, AluOp op) {
 
 NativeOpTable elementwise_ops() {
   NativeOpTable ops;
-  // Unary functions on ScalarE.
-  unary_act(ops, "aten::exp", ActFunc::kExp);
-  unary_act(ops, "aten::log", ActFunc::kLog);
-  unary_act(ops, "aten::sqrt", ActFunc::kSqrt);
-  unary_act(ops, "aten::rsqrt", ActFunc::kRsqrt);
-  unary_act(ops, "aten::sigmoid", ActFunc::kSigmoid);
-  unary_act(ops, "aten::tanh", ActFunc::kTanh);
-  unary_act(ops, "aten::erf", ActFunc::kErf);
-  unary_act(ops, "aten::sin", ActFunc::kSin);
-  unary_act(ops, "aten::cos", ActFunc::kCos);
-  unary_act(ops, "aten::reciprocal", ActFunc::kReciprocal);
-  unary_act(ops, "aten::sign", ActFunc::kSign);
-  unary_act(ops, "aten::silu", ActFunc::kSilu);
-  unary_act(ops, "aten::mish", ActFunc::kMish);
-  unary_act(ops, "aten::log1p", ActFunc::kLog, 1.0f, 1.0f);
-  unary_act(ops, "aten::exp2", ActFunc::kExp, 0.6931471805599453f);
+  // Unary functions on ScalarE: f(x * scale + bias).
+  struct UnaryAct {
+    const char* name;
+    ActFunc f;
+    float scale, bias;
+  };
+  for (const UnaryAct& u : {UnaryAct{"aten::exp", ActFunc::kExp, 1.0f, 0.0f},
+                            {"aten::log", ActFunc::kLog, 1.0f, 0.0f},
+                            {"aten::sqrt", ActFunc::kSqrt, 1.0f, 0.0f},
+                            {"aten::rsqrt", ActFunc::kRsqrt, 1.0f, 0.0f},
+                            {"aten::sigmoid", ActFunc::kSigmoid, 1.0f, 0.0f},
+                            {"aten::tanh", ActFunc::kTanh, 1.0f, 0.0f},
+                            {"aten::erf", ActFunc::kErf, 1.0f, 0.0f},
+                            {"aten::sin", ActFunc::kSin, 1.0f, 0.0f},
+                            {"aten::cos", ActFunc::kCos, 1.0f, 0.0f},
+                            {"aten::reciprocal", ActFunc::kReciprocal, 1.0f, 0.0f},
+                            {"aten::sign", ActFunc::kSign, 1.0f, 0.0f},
+                            {"aten::silu", ActFunc::kSilu, 1.0f, 0.0f},
+                            {"aten::mish", ActFunc::kMish, 1.0f, 0.0f},
+                            {"aten::log1p", ActFunc::kLog, 1.0f, 1.0f},
+                            {"aten::exp2", ActFunc::kExp, 0.6931471805599453f, 0.0f}}) {
+    unary_act(ops, u.name, u.f, u.scale, u.bias);
+  }
   reg(ops, "aten::expm1", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kSubtract, e.act(ActFunc::kExp, o.get("self")), Arg::constant(1));
   });
@@ -205,11 +214,14 @@ NativeOpTable elementwise_ops() {
     if (alpha != 1.0f) a = e.alu(AluOp::kMultiply, a, Arg::constant(alpha));
     return e.alu(AluOp::kSubtract, o.get("other"), a);
   });
-  binary_alu(ops, "aten::mul", AluOp::kMultiply);
-  binary_alu(ops, "aten::div", AluOp::kDivide);
-  binary_alu(ops, "aten::maximum", AluOp::kMax);
-  binary_alu(ops, "aten::minimum", AluOp::kMin);
-  binary_alu(ops, "aten::fmod", AluOp::kMod);
+  for (const auto& [name, op] :
+       std::initializer_list<std::pair<const char*, AluOp>>{{"aten::mul", AluOp::kMultiply},
+                                                            {"aten::div", AluOp::kDivide},
+                                                            {"aten::maximum", AluOp::kMax},
+                                                            {"aten::minimum", AluOp::kMin},
+                                                            {"aten::fmod", AluOp::kMod}}) {
+    binary_alu(ops, name, op);
+  }
   reg(ops, "aten::remainder", [](Operands& o, kernels::Expr& e) {
     // Python's modulo: fmod, then shifted by the divisor when the signs differ.
     const Arg a = o.get("self"), b = o.get("other");
@@ -220,18 +232,22 @@ NativeOpTable elementwise_ops() {
         e.alu(AluOp::kLogicalAnd, differ, e.alu(AluOp::kNotEqual, r, Arg::constant(0)));
     return e.alu(AluOp::kAdd, r, e.alu(AluOp::kMultiply, adjust, b));
   });
-  binary_alu(ops, "aten::eq", AluOp::kIsEqual);
-  binary_alu(ops, "aten::ne", AluOp::kNotEqual);
-  binary_alu(ops, "aten::lt", AluOp::kIsLt);
-  binary_alu(ops, "aten::le", AluOp::kIsLe);
-  binary_alu(ops, "aten::gt", AluOp::kIsGt);
-  binary_alu(ops, "aten::ge", AluOp::kIsGe);
-  binary_alu(ops, "aten::logical_and", AluOp::kLogicalAnd);
-  binary_alu(ops, "aten::logical_or", AluOp::kLogicalOr);
-  binary_alu(ops, "aten::logical_xor", AluOp::kLogicalXor);
-  binary_alu(ops, "aten::bitwise_and", AluOp::kBitwiseAnd);
-  binary_alu(ops, "aten::bitwise_or", AluOp::kBitwiseOr);
-  binary_alu(ops, "aten::bitwise_xor", AluOp::kBitwiseXor);
+  for (const auto& [name, op] : std::initializer_list<std::pair<const char*, AluOp>>{
+           {"aten::eq", AluOp::kIsEqual},
+           {"aten::ne", AluOp::kNotEqual},
+           {"aten::lt", AluOp::kIsLt},
+           {"aten::le", AluOp::kIsLe},
+           {"aten::gt", AluOp::kIsGt},
+           {"aten::ge", AluOp::kIsGe},
+           // Logic and bits.
+           {"aten::logical_and", AluOp::kLogicalAnd},
+           {"aten::logical_or", AluOp::kLogicalOr},
+           {"aten::logical_xor", AluOp::kLogicalXor},
+           {"aten::bitwise_and", AluOp::kBitwiseAnd},
+           {"aten::bitwise_or", AluOp::kBitwiseOr},
+           {"aten::bitwise_xor", AluOp::kBitwiseXor}}) {
+    binary_alu(ops, name, op);
+  }
   reg(ops, "aten::pow", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kPow, o.get("self"), o.get("exponent"));
   });

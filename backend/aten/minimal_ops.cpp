@@ -196,23 +196,28 @@ void record_stream(at::Tensor&, c10::Stream) {
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // Factories.
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  // Metadata-only views.
   m.impl("as_strided", as_strided);
   m.impl("view", view);
   m.impl("_reshape_alias", reshape_alias);
-  m.impl("resize_", resize);
+  m.impl("view_as_real", view_as_real);
+  m.impl("view_as_complex", view_as_complex);
+  m.impl("unfold", unfold);
+  // Copies across the host link and .item().
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  // Storage: resizing and rebinding.
+  m.impl("resize_", resize);
   m.impl("set_.source_Tensor", set_source_tensor);
   m.impl("set_.source_Storage", set_source_storage);
   m.impl("set_.source_Storage_storage_offset", set_source_storage_offset);
   m.impl("set_", set_empty);
+  // Streams, and Module.to keeping its Parameters.
   m.impl("record_stream", record_stream);
-  m.impl("view_as_real", view_as_real);
-  m.impl("view_as_complex", view_as_complex);
-  m.impl("unfold", unfold);
   m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
 }
 

@@ -220,12 +220,17 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
 
 }  // namespace
 
+// Fills from a distribution.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("uniform_", uniform_);
   m.impl("normal_", normal_);
   m.impl("random_.from", random_from);
   m.impl("random_.to", random_to);
   m.impl("random_", random_default);
+}
+
+// Masks: bernoulli draws and dropout.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bernoulli_.float", bernoulli_float);
   m.impl("bernoulli_.Tensor", bernoulli_tensor);
   m.impl("bernoulli", bernoulli);

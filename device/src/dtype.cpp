@@ -156,27 +156,10 @@ size_t dtype_size(DType t) {
 }
 
 std::string_view dtype_name(DType t) {
-  switch (t) {
-    case DType::kFp32:
-      return "fp32";
-    case DType::kBf16:
-      return "bf16";
-    case DType::kFp16:
-      return "fp16";
-    case DType::kFp8E4M3:
-      return "fp8_e4m3";
-    case DType::kFp8E5M2:
-      return "fp8_e5m2";
-    case DType::kInt32:
-      return "int32";
-    case DType::kInt16:
-      return "int16";
-    case DType::kInt8:
-      return "int8";
-    case DType::kUint8:
-      return "uint8";
-  }
-  return "?";
+  constexpr std::array<std::string_view, 9> kNames = {
+      "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int32", "int16", "int8", "uint8"};
+  const auto i = static_cast<size_t>(t);
+  return i < kNames.size() ? kNames[i] : "?";
 }
 
 std::optional<DType> parse_dtype(std::string_view name) {

@@ -44,6 +44,10 @@ void exec_copy(const AccessPattern& dst, const AccessPattern& src, const MemoryM
   }
 }
 
+void exec_tensor_copy(const Instruction& in, const MemoryMap& mem) {
+  exec_copy(in.dst, in.src0, mem, /*int_exact=*/true);
+}
+
 void exec_dma(const Instruction& in, const MemoryMap& mem) {
   // Element order is row-major over each AP; the two patterns may have different shapes.
   const AccessPattern& s = in.src0;

@@ -23,6 +23,7 @@ void exec_memset(const Instruction& in, const MemoryMap& mem);
 // (tensor_copy); DMA casts always go through fp32.
 void exec_copy(const AccessPattern& dst, const AccessPattern& src, const MemoryMap& mem,
                bool int_exact);
+void exec_tensor_copy(const Instruction& in, const MemoryMap& mem);
 void exec_dma(const Instruction& in, const MemoryMap& mem);
 
 }  // namespace neuronsim::device::exec

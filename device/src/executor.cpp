@@ -3,6 +3,8 @@
 // (executor_rows.h), which keeps every opcode a few lines over one iterator.
 #include "neuronsim/device/executor.h"
 
+#include <array>
+
 #include "exec_ops.h"
 
 namespace neuronsim::device {
@@ -10,47 +12,23 @@ namespace neuronsim::device {
 using namespace exec;
 
 void execute(const Instruction& in, const MemoryMap& mem) {
-  switch (in.op) {
-    case Opcode::kMatmul:
-      exec_matmul(in, mem);
-      return;
-    case Opcode::kTranspose:
-      exec_transpose(in, mem);
-      return;
-    case Opcode::kActivation:
-      exec_activation(in, mem);
-      return;
-    case Opcode::kTensorTensor:
-      exec_tensor_tensor(in, mem);
-      return;
-    case Opcode::kTensorScalar:
-      exec_tensor_scalar(in, mem);
-      return;
-    case Opcode::kTensorReduce:
-      exec_tensor_reduce(in, mem);
-      return;
-    case Opcode::kTensorCopy:
-      exec_copy(in.dst, in.src0, mem, /*int_exact=*/true);
-      return;
-    case Opcode::kIota:
-      exec_iota(in, mem);
-      return;
-    case Opcode::kMemset:
-      exec_memset(in, mem);
-      return;
-    case Opcode::kRng:
-      exec_rng(in, mem);
-      return;
-    case Opcode::kSelect:
-      exec_select(in, mem);
-      return;
-    case Opcode::kDmaCopy:
-      exec_dma(in, mem);
-      return;
-    case Opcode::kSemWait:
-    case Opcode::kSemSignal:
-      return;
-  }
+  using Semantics = void (*)(const Instruction&, const MemoryMap&);
+  // By opcode, in isa.h's order; sem_wait and sem_signal move no data.
+  static constexpr std::array<Semantics, kOpcodeCount> kSemantics = {exec_matmul,
+                                                                     exec_transpose,
+                                                                     exec_activation,
+                                                                     exec_tensor_tensor,
+                                                                     exec_tensor_scalar,
+                                                                     exec_tensor_reduce,
+                                                                     exec_tensor_copy,
+                                                                     exec_iota,
+                                                                     exec_memset,
+                                                                     exec_select,
+                                                                     exec_dma,
+                                                                     nullptr,
+                                                                     nullptr,
+                                                                     exec_rng};
+  if (const Semantics f = kSemantics[static_cast<size_t>(in.op)]) f(in, mem);
 }
 
 }  // namespace neuronsim::device

@@ -50,85 +50,55 @@ AccessPattern slice(AccessPattern ap, uint32_t free_start, uint32_t free_count) 
 }
 
 Instruction dma_copy(const AccessPattern& dst, const AccessPattern& src) {
-  Instruction in;
-  in.op = Opcode::kDmaCopy;
-  in.dst = dst;
-  in.src0 = src;
-  return in;
+  return {.op = Opcode::kDmaCopy, .dst = dst, .src0 = src};
 }
 
 Instruction matmul(const AccessPattern& dst, const AccessPattern& stationary,
                    const AccessPattern& moving, bool accumulate) {
-  Instruction in;
-  in.op = Opcode::kMatmul;
-  in.dst = dst;
-  in.src0 = stationary;
-  in.src1 = moving;
-  in.accumulate = accumulate;
-  return in;
+  return {.op = Opcode::kMatmul,
+          .dst = dst,
+          .src0 = stationary,
+          .src1 = moving,
+          .accumulate = accumulate};
 }
 
 Instruction transpose(const AccessPattern& dst, const AccessPattern& src) {
-  Instruction in;
-  in.op = Opcode::kTranspose;
-  in.dst = dst;
-  in.src0 = src;
-  return in;
+  return {.op = Opcode::kTranspose, .dst = dst, .src0 = src};
 }
 
 Instruction activation(const AccessPattern& dst, const AccessPattern& src, ActFunc f,
                        ScalarOperand scale, ScalarOperand bias) {
-  Instruction in;
-  in.op = Opcode::kActivation;
-  in.dst = dst;
-  in.src0 = src;
-  in.func = f;
-  in.operand0 = scale;
-  in.operand1 = bias;
-  return in;
+  return {.op = Opcode::kActivation,
+          .dst = dst,
+          .src0 = src,
+          .operand0 = scale,
+          .operand1 = bias,
+          .func = f};
 }
 
 Instruction tensor_tensor(const AccessPattern& dst, const AccessPattern& a, const AccessPattern& b,
                           AluOp op) {
-  Instruction in;
-  in.op = Opcode::kTensorTensor;
-  in.dst = dst;
-  in.src0 = a;
-  in.src1 = b;
-  in.alu0 = op;
-  return in;
+  return {.op = Opcode::kTensorTensor, .dst = dst, .src0 = a, .src1 = b, .alu0 = op};
 }
 
 Instruction tensor_scalar(const AccessPattern& dst, const AccessPattern& src, AluOp op0,
                           ScalarOperand s0, AluOp op1, ScalarOperand s1) {
-  Instruction in;
-  in.op = Opcode::kTensorScalar;
-  in.dst = dst;
-  in.src0 = src;
-  in.alu0 = op0;
-  in.operand0 = s0;
-  in.alu1 = op1;
-  in.operand1 = s1;
-  return in;
+  return {.op = Opcode::kTensorScalar,
+          .dst = dst,
+          .src0 = src,
+          .alu0 = op0,
+          .alu1 = op1,
+          .operand0 = s0,
+          .operand1 = s1};
 }
 
 Instruction tensor_reduce(const AccessPattern& dst, const AccessPattern& src, ReduceOp op,
                           uint8_t axes) {
-  Instruction in;
-  in.op = Opcode::kTensorReduce;
-  in.dst = dst;
-  in.src0 = src;
-  in.reduce = op;
-  in.reduce_axes = axes;
-  return in;
+  return {.op = Opcode::kTensorReduce, .dst = dst, .src0 = src, .reduce = op, .reduce_axes = axes};
 }
 
 Instruction tensor_copy(const AccessPattern& dst, const AccessPattern& src) {
-  Instruction in;
-  in.op = Opcode::kTensorCopy;
-  in.dst = dst;
-  in.src0 = src;
-  return in;
+  return {.op = Opcode::kTensorCopy, .dst = dst, .src0 = src};
 }
 
 Instruction iota(const AccessPattern& dst, int32_t base, int32_t channel_multiplier,
@@ -146,64 +116,42 @@ Instruction iota(const AccessPattern& dst, int32_t base, int32_t channel_multipl
 }
 
 Instruction memset(const AccessPattern& dst, float value) {
-  Instruction in;
-  in.op = Opcode::kMemset;
-  in.dst = dst;
-  in.imm = value;
-  return in;
+  return {.op = Opcode::kMemset, .dst = dst, .imm = value};
 }
 
 Instruction select(const AccessPattern& dst, const AccessPattern& pred,
                    const AccessPattern& on_true, const AccessPattern& on_false) {
-  Instruction in;
-  in.op = Opcode::kSelect;
-  in.dst = dst;
-  in.src0 = pred;
-  in.src1 = on_true;
-  in.src2 = on_false;
-  in.has_src2 = true;
-  return in;
+  return {.op = Opcode::kSelect,
+          .dst = dst,
+          .src0 = pred,
+          .src1 = on_true,
+          .src2 = on_false,
+          .has_src2 = true};
 }
 
 Instruction select(const AccessPattern& dst, const AccessPattern& pred,
                    const AccessPattern& on_true, float on_false) {
-  Instruction in;
-  in.op = Opcode::kSelect;
-  in.dst = dst;
-  in.src0 = pred;
-  in.src1 = on_true;
-  in.imm = on_false;
-  return in;
+  return {.op = Opcode::kSelect, .dst = dst, .src0 = pred, .src1 = on_true, .imm = on_false};
 }
 
 Instruction rng(const AccessPattern& dst, RngDist dist, float a, float b, uint64_t seed,
                 uint64_t offset, uint64_t base) {
-  Instruction in;
-  in.op = Opcode::kRng;
-  in.dst = dst;
-  in.rng_dist = dist;
-  in.imm = a;
-  in.imm2 = b;
-  in.rng_seed = seed;
-  in.rng_offset = offset;
-  in.rng_base = base;
-  return in;
+  return {.op = Opcode::kRng,
+          .dst = dst,
+          .imm = a,
+          .imm2 = b,
+          .rng_dist = dist,
+          .rng_seed = seed,
+          .rng_offset = offset,
+          .rng_base = base};
 }
 
 Instruction sem_wait(uint16_t sem, int32_t value) {
-  Instruction in;
-  in.op = Opcode::kSemWait;
-  in.sem = sem;
-  in.sem_value = value;
-  return in;
+  return {.op = Opcode::kSemWait, .sem = sem, .sem_value = value};
 }
 
 Instruction sem_signal(uint16_t sem, int32_t value) {
-  Instruction in;
-  in.op = Opcode::kSemSignal;
-  in.sem = sem;
-  in.sem_value = value;
-  return in;
+  return {.op = Opcode::kSemSignal, .sem = sem, .sem_value = value};
 }
 
 }  // namespace neuronsim::device::isa

@@ -37,35 +37,17 @@ constexpr std::array<std::string_view, 4> kReduceNames = {"add", "max", "min", "
 }  // namespace
 
 std::string_view engine_kind_name(EngineKind e) {
-  switch (e) {
-    case EngineKind::kTensor:
-      return "tensor";
-    case EngineKind::kVector:
-      return "vector";
-    case EngineKind::kScalar:
-      return "scalar";
-    case EngineKind::kGpSimd:
-      return "gpsimd";
-    case EngineKind::kDma:
-      return "dma";
-  }
-  return "?";
+  constexpr std::array<std::string_view, 5> kNames = {"tensor", "vector", "scalar", "gpsimd",
+                                                      "dma"};
+  const auto i = static_cast<size_t>(e);
+  return i < kNames.size() ? kNames[i] : "?";
 }
 
 std::string_view engine_display_name(EngineKind e) {
-  switch (e) {
-    case EngineKind::kTensor:
-      return "TensorE";
-    case EngineKind::kVector:
-      return "VectorE";
-    case EngineKind::kScalar:
-      return "ScalarE";
-    case EngineKind::kGpSimd:
-      return "GpSimdE";
-    case EngineKind::kDma:
-      return "DMA";
-  }
-  return "?";
+  constexpr std::array<std::string_view, 5> kNames = {"TensorE", "VectorE", "ScalarE", "GpSimdE",
+                                                      "DMA"};
+  const auto i = static_cast<size_t>(e);
+  return i < kNames.size() ? kNames[i] : "?";
 }
 
 std::string_view opcode_name(Opcode op) {

@@ -3,6 +3,7 @@
 // text report.
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -43,6 +44,25 @@ void add_demo_command(CLI::App& app) {
     uint8_t* hbm = dev.hbm_data();
     std::string report;
 
+    // Runs a kernel; in full mode, checks its output against the host reference (lazily: the
+    // reference reads the inputs).
+    auto run = [&](const device::Program& p, const char* what, uint64_t out, device::DType t,
+                   uint64_t count, const std::function<std::vector<double>()>& expected,
+                   double atol, double rtol) {
+      const auto r = dev.run(0, p);
+      report += fmt::format("{}: {} instructions, {:.3f} us simulated\n", p.name,
+                            p.instruction_count(), r.duration().us());
+      if (!check) return;
+      const auto got = reference::read_floats(hbm + out, t, count);
+      const auto cmp = reference::compare(got, expected(), atol, rtol);
+      report += fmt::format(
+          "  check vs host reference: max abs error {:.4g}, {} of {} outside bf16 tolerance\n",
+          cmp.max_abs_error, cmp.mismatches, got.size());
+      if (cmp.mismatches) {
+        throw device::Error(fmt::format("{} result does not match the host reference", what));
+      }
+    };
+
     // GEMM: C[m, n] = gelu(A @ B + bias), bf16 in and out.
     kernels::GemmSpec g;
     g.m = a->m, g.k = a->k, g.n = a->n;
@@ -59,19 +79,9 @@ void add_demo_command(CLI::App& app) {
       reference::fill_normal(hbm + ga.b, g.in_dtype, uint64_t{g.k} * g.n, 2, 0.05f);
       reference::fill_normal(hbm + ga.bias, g.in_dtype, g.n, 3);
     }
-    const auto gemm = kernels::build_gemm(g, ga, dev.params().core);
-    const auto r1 = dev.run(0, gemm);
-    report += fmt::format("{}: {} instructions, {:.3f} us simulated\n", gemm.name,
-                          gemm.instruction_count(), r1.duration().us());
-    if (check) {
-      const auto out = reference::read_floats(hbm + ga.c, g.out_dtype, uint64_t{g.m} * g.n);
-      const auto cmp = reference::compare(out, reference::gemm(g, hbm, ga), 2e-2, 2e-2);
-      report += fmt::format(
-          "  check vs host reference: max abs error {:.4g}, {} of {} outside "
-          "bf16 tolerance\n",
-          cmp.max_abs_error, cmp.mismatches, out.size());
-      if (cmp.mismatches) throw device::Error("GEMM result does not match the host reference");
-    }
+    run(
+        kernels::build_gemm(g, ga, dev.params().core), "GEMM", ga.c, g.out_dtype,
+        uint64_t{g.m} * g.n, [&] { return reference::gemm(g, hbm, ga); }, 2e-2, 2e-2);
 
     // Layernorm over rows of x, bf16.
     kernels::LayerNormSpec l;
@@ -86,19 +96,9 @@ void add_demo_command(CLI::App& app) {
       reference::fill_normal(hbm + la.gamma, l.dtype, l.dim, 5);
       reference::fill_normal(hbm + la.beta, l.dtype, l.dim, 6);
     }
-    const auto ln = kernels::build_layernorm(l, la, dev.params().core);
-    const auto r2 = dev.run(0, ln);
-    report += fmt::format("{}: {} instructions, {:.3f} us simulated\n", ln.name,
-                          ln.instruction_count(), r2.duration().us());
-    if (check) {
-      const auto out = reference::read_floats(hbm + la.y, l.dtype, uint64_t{l.rows} * l.dim);
-      const auto cmp = reference::compare(out, reference::layernorm(l, hbm, la), 3e-2, 2e-2);
-      report += fmt::format(
-          "  check vs host reference: max abs error {:.4g}, {} of {} outside "
-          "bf16 tolerance\n",
-          cmp.max_abs_error, cmp.mismatches, out.size());
-      if (cmp.mismatches) throw device::Error("layernorm result does not match the host reference");
-    }
+    run(
+        kernels::build_layernorm(l, la, dev.params().core), "layernorm", la.y, l.dtype,
+        uint64_t{l.rows} * l.dim, [&] { return reference::layernorm(l, hbm, la); }, 3e-2, 2e-2);
 
     const auto summary = session.finish();
     report = fmt::format("neuronsim demo on {} ({} mode)\n\n", dev.params().preset_name,

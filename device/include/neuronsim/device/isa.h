@@ -21,6 +21,7 @@ std::string_view engine_kind_name(EngineKind e);
 std::string_view engine_display_name(EngineKind e);
 
 enum class Opcode : uint8_t {
+  // Compute.
   kMatmul,
   kTranspose,
   kActivation,
@@ -31,9 +32,11 @@ enum class Opcode : uint8_t {
   kIota,
   kMemset,
   kSelect,
+  // Data movement and synchronisation.
   kDmaCopy,
   kSemWait,
   kSemSignal,
+  // Random numbers (GpSimdE).
   kRng,
 };
 inline constexpr int kOpcodeCount = 14;
@@ -45,6 +48,7 @@ std::optional<Opcode> parse_opcode(std::string_view name);
 /// fp32; when every operand and the output are integers the math is exact 32-bit integer math.
 enum class AluOp : uint8_t {
   kBypass,  // passes the tensor operand through
+  // Arithmetic.
   kAdd,
   kSubtract,
   kMultiply,
@@ -54,6 +58,7 @@ enum class AluOp : uint8_t {
   kPow,
   kMod,
   kAbsMax,
+  // Comparisons and logic: 1 or 0.
   kIsEqual,
   kNotEqual,
   kIsGt,
@@ -63,6 +68,7 @@ enum class AluOp : uint8_t {
   kLogicalAnd,
   kLogicalOr,
   kLogicalXor,
+  // Bitwise (integers).
   kBitwiseAnd,
   kBitwiseOr,
   kBitwiseXor,
@@ -77,9 +83,9 @@ bool alu_op_is_bitwise(AluOp op);
 enum class ActFunc : uint8_t {
   kCopy,
   kRelu,
-  kGelu,
-  kGeluTanh,
-  kSilu,
+  kGelu,      // erf form
+  kGeluTanh,  // tanh approximation
+  kSilu,      // x * sigmoid(x)
   kSigmoid,
   kTanh,
   kExp,
@@ -88,14 +94,14 @@ enum class ActFunc : uint8_t {
   kRsqrt,
   kReciprocal,
   kSquare,
-  kSoftplus,
+  kSoftplus,  // log(1 + exp(x))
   kErf,
   kAbs,
   kSign,
   kSin,
   kCos,
-  kMish,
-  kGeluDx,
+  kMish,    // x * tanh(softplus(x))
+  kGeluDx,  // derivatives for the backward pass
   kSiluDx,
 };
 std::string_view act_func_name(ActFunc f);
@@ -124,16 +130,16 @@ struct ScalarOperand {
 
 struct Instruction {
   Opcode op = Opcode::kSemWait;
-  AccessPattern dst;   // every data instruction
-  AccessPattern src0;  // main input (matmul: stationary; select: predicate)
-  AccessPattern src1;  // second input (matmul: moving; tensor_tensor: rhs; select: on_true)
-  AccessPattern src2;  // select: on_false (when has_src2)
+  AccessPattern dst{};   // every data instruction
+  AccessPattern src0{};  // main input (matmul: stationary; select: predicate)
+  AccessPattern src1{};  // second input (matmul: moving; tensor_tensor: rhs; select: on_true)
+  AccessPattern src2{};  // select: on_false (when has_src2)
   bool has_src2 = false;
-  AccessPattern acc_dst;  // activation: per-partition reduction output [P, 1] (when has_acc_dst)
+  AccessPattern acc_dst{};  // activation: per-partition reduction output [P, 1] (when has_acc_dst)
   bool has_acc_dst = false;
 
   AluOp alu0 = AluOp::kBypass, alu1 = AluOp::kBypass;
-  ScalarOperand operand0, operand1;         // tensor_scalar operands; activation: scale, bias
+  ScalarOperand operand0{}, operand1{};     // tensor_scalar operands; activation: scale, bias
   bool reverse0 = false, reverse1 = false;  // tensor_scalar: compute (s op x) instead of (x op s)
   ActFunc func = ActFunc::kCopy;
   ReduceOp reduce = ReduceOp::kAdd;

@@ -52,6 +52,93 @@ AccessPattern param_ap(const TensorDesc& t, int64_t c0, uint32_t cw, uint32_t pa
   return hbm_ap(t, c0 * stride, partitions, 0, {{stride, cw}});
 }
 
+// Rows whose columns, the parameters and two tiles' buffers all fit in SBUF: one load per row
+// tile, double-buffered so the next tile's load and statistics overlap this tile's normalise and
+// store. VectorE reduces and normalises, ScalarE computes sum((x - mean)^2) in its accumulator
+// and rsqrt in one activation.
+void emit_resident_rows(ProgramBuilder& b, const LayerNormIo& io, const RowLayout& l,
+                        const CoreParams& core) {
+  const uint32_t P = core.sbuf.partitions;
+  const uint32_t D = static_cast<uint32_t>(l.cols);
+  const DType out_dt = io.out.dtype;
+  const uint64_t es = dtype_size(out_dt);
+  const uint64_t w_off = b.alloc_sbuf(uint64_t{D} * 4), bb_off = b.alloc_sbuf(uint64_t{D} * 4),
+                 x_off = b.alloc_sbuf(2 * uint64_t{D} * 4),
+                 y_off = b.alloc_sbuf(2 * uint64_t{D} * es), sq_off = b.alloc_sbuf(uint64_t{D} * 4),
+                 stats_off = b.alloc_sbuf(2 * 5 * 4);  // per slot: sum, -mean, ssq, rstd, mean
+  const StreamId qin = dma_queue(0), qout = dma_queue(1), qparam = dma_queue(2);
+  // Weight and bias broadcast to every partition (partition stride 0), widened to fp32 by the DMA.
+  if (io.weight)
+    b.emit(qparam,
+           isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, w_off, D), param_ap(*io.weight, 0, D, P)));
+  if (io.bias)
+    b.emit(qparam,
+           isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, bb_off, D), param_ap(*io.bias, 0, D, P)));
+  const Token params = b.mark(qparam);
+  const bool stats_out = io.mean || io.rstd;
+  const float inv_d = 1.0f / static_cast<float>(D);
+  Token x_release[2], y_release[2];
+  for (size_t i = 0; i < l.tiles.size(); ++i) {
+    const RowTile& t = l.tiles[i];
+    const uint32_t p = t.rows;
+    const int slot = static_cast<int>(i % 2);
+    const AccessPattern x = isa::sbuf_tile(DType::kFp32, p, x_off + slot * uint64_t{D} * 4, D);
+    const AccessPattern y = isa::sbuf_tile(out_dt, p, y_off + slot * uint64_t{D} * es, D);
+    auto stat = [&](int k) {
+      return isa::sbuf_tile(DType::kFp32, p, stats_off + (slot * 5 + k) * 4, 1);
+    };
+    const AccessPattern sum = stat(0), neg_mean = stat(1), ssq = stat(2), rstd = stat(3),
+                        mean = stat(4);
+
+    b.wait(qin, x_release[slot]);
+    b.emit(qin, isa::dma_copy(x, row_ap(io.in, l, t, 0, 0, D)));
+    const Token x_tok = b.mark(qin);
+
+    b.wait(kVector, x_tok);
+    if (stats_out) b.wait(kVector, y_release[slot]);  // this slot's statistics were stored
+    b.emit(kVector, isa::tensor_reduce(sum, x, ReduceOp::kAdd));
+    b.emit(kVector, isa::tensor_scalar(neg_mean, sum, AluOp::kMultiply, isa::imm(-inv_d)));
+    const Token mean_tok = b.mark(kVector);
+
+    b.wait(kScalar, mean_tok);
+    Instruction sq =
+        isa::activation(isa::sbuf_tile(DType::kFp32, p, sq_off, D), x, ActFunc::kSquare,
+                        isa::imm(1.0f), isa::per_partition(neg_mean));
+    sq.acc_dst = ssq;
+    sq.has_acc_dst = true;
+    b.emit(kScalar, sq);
+    // rstd = rsqrt(ssq / D + eps) in one activation: func(in * scale + bias).
+    b.emit(kScalar, isa::activation(rstd, ssq, ActFunc::kRsqrt, isa::imm(inv_d), isa::imm(io.eps)));
+    const Token rstd_tok = b.mark(kScalar);
+
+    b.wait(kVector, rstd_tok);
+    b.wait(kVector, params);
+    b.wait(kVector, y_release[slot]);
+    // Normalise in place while an affine step follows; the last step writes y in out's dtype.
+    const bool affine = io.weight || io.bias;
+    b.emit(kVector, isa::tensor_scalar(affine ? x : y, x, AluOp::kAdd, isa::per_partition(neg_mean),
+                                       AluOp::kMultiply, isa::per_partition(rstd)));
+    if (io.weight)
+      b.emit(kVector,
+             isa::tensor_tensor(io.bias ? x : y, x, isa::sbuf_tile(DType::kFp32, p, w_off, D),
+                                AluOp::kMultiply));
+    if (io.bias)
+      b.emit(kVector,
+             isa::tensor_tensor(y, x, isa::sbuf_tile(DType::kFp32, p, bb_off, D), AluOp::kAdd));
+    if (io.mean)
+      b.emit(kVector, isa::tensor_scalar(mean, neg_mean, AluOp::kMultiply, isa::imm(-1.0f)));
+    const Token v_tok = b.mark(kVector);
+    x_release[slot] = v_tok;
+
+    b.wait(qout, v_tok);
+    b.emit(qout, isa::dma_copy(row_ap(io.out, l, t, 1, 0, D), y));
+    const int64_t row0 = t.offset[1] / std::max<int64_t>(1, D);  // rows are dense in mean/rstd
+    if (io.mean) b.emit(qout, isa::dma_copy(row_stats_ap(*io.mean, row0, p), mean));
+    if (io.rstd) b.emit(qout, isa::dma_copy(row_stats_ap(*io.rstd, row0, p), rstd));
+    y_release[slot] = b.mark(qout);
+  }
+}
+
 }  // namespace
 
 Program build_layer_norm(const std::string& name, const LayerNormIo& io, const CoreParams& core) {
@@ -61,6 +148,11 @@ Program build_layer_norm(const std::string& name, const LayerNormIo& io, const C
   fold_trailing(sizes, st, io.normalized_dims);
   const RowLayout l = row_layout(sizes, st, -1, core.sbuf.partitions);
   const int64_t D = l.cols;
+  // Parameters, two x tiles, two y tiles and a scratch row: 7 fp32 rows at most.
+  if (D > 0 && row_chunk(core, 7, D) >= D) {
+    emit_resident_rows(b, io, l, core);
+    return std::move(b).build();
+  }
   const uint32_t chunk = row_chunk(core, 6, D);
   const uint64_t x_off = b.alloc_sbuf(uint64_t{chunk} * 4),
                  y_off = b.alloc_sbuf(uint64_t{chunk} * 4),

@@ -1,7 +1,7 @@
 #pragma once
-// y = (x - mean(x)) / sqrt(var(x) + eps) * gamma + beta over the last dimension, rows tiled over
-// the 128 partitions. VectorE reduces and normalises, ScalarE computes sum((x - mean)^2) with its
-// accumulator and rsqrt in one activation, DMA queues double-buffer loads and stores.
+// y = (x - mean(x)) / sqrt(var(x) + eps) * gamma + beta over the last dimension of a dense
+// [rows, dim] tensor at fixed HBM addresses (the demo's and benchmarks' form): a thin adapter over
+// build_layer_norm (layer_norm.h), the one layer-norm kernel, as gemm.h is over build_matmul.
 #include "neuronsim/device/isa.h"
 #include "neuronsim/device/params.h"
 #include "neuronsim/device/program.h"

@@ -43,8 +43,9 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 if [ "$BACKEND" = "ON" ]; then
   # The extension is built by CMake (above) into python/neuronsim/; this only links the package
-  # into the venv (editable) and registers its torch.backends entry point and console script.
+  # into the venv (editable: pyproject.toml's override runs no CMake) and registers its
+  # torch.backends entry point and console script.
   if ! .venv/bin/python -c "import importlib.metadata as m; m.version('neuronsim')" >/dev/null 2>&1; then
-    .venv/bin/pip install -q --no-build-isolation --no-deps -e python
+    .venv/bin/pip install -q --no-build-isolation --no-deps -e .
   fi
 fi

@@ -36,6 +36,9 @@ def _setup() -> None:
     global get_fallback_ops, host_time_ns, op_report, simulated_time_ns
     import torch
 
+    from neuronsim._torch_check import check_torch_version
+
+    check_torch_version(torch.__version__)
     from neuronsim import _C
     from neuronsim._registration import register
 

@@ -79,6 +79,61 @@ void check_shape(const nlohmann::json& node, const std::string& prefix, const st
   }
 }
 
+// Overlays `over` on `base`: objects merge key by key, anything else replaces.
+void merge_into(nlohmann::json& base, const nlohmann::json& over) {
+  for (auto it = over.begin(); it != over.end(); ++it) {
+    if (it->is_object() && base.contains(it.key()) && base[it.key()].is_object() &&
+        !it->contains("value")) {
+      merge_into(base[it.key()], *it);
+    } else {
+      base[it.key()] = *it;
+    }
+  }
+}
+
+// A preset naming a base ("preset": {"base": "trn1"}) holds only what differs from it: an
+// instance preset (trn1.32xlarge) reuses its chip preset's parameters and sources.
+nlohmann::json resolve_base(nlohmann::json tree, const std::string& origin, int depth) {
+  if (!tree.is_object() || !tree.contains("preset") || !tree["preset"].is_object() ||
+      !tree["preset"].contains("base")) {
+    return tree;
+  }
+  const auto& base = tree["preset"]["base"];
+  if (!base.is_string()) throw ConfigError(origin + ": \"preset\": {\"base\"} must be a string");
+  if (depth > 8) throw ConfigError(origin + ": preset bases nest too deep (a cycle?)");
+  const std::string name = base.get<std::string>();
+  std::string text, base_origin;
+  for (const auto& p : embedded_presets()) {
+    if (p.name == name) text = p.json, base_origin = name + " (built-in preset)";
+  }
+  if (base_origin.empty()) {
+    // A file, relative to the preset that names it.
+    std::string path = name;
+    const size_t slash = origin.rfind('/');
+    if (!name.empty() && name[0] != '/' && slash != std::string::npos) {
+      path = origin.substr(0, slash + 1) + name;
+    }
+    std::ifstream in{path};
+    if (!in) {
+      throw ConfigError(
+          fmt::format("{}: base preset '{}' is neither built in nor a file", origin, name));
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str(), base_origin = path;
+  }
+  nlohmann::json merged;
+  try {
+    merged = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(fmt::format("{}: not valid JSON: {}", base_origin, e.what()));
+  }
+  merged = resolve_base(std::move(merged), base_origin, depth + 1);
+  if (!merged.is_object()) throw ConfigError(base_origin + ": a preset must be a JSON object");
+  merge_into(merged, tree);
+  return merged;
+}
+
 size_t edit_distance(std::string_view a, std::string_view b) {
   std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
@@ -95,7 +150,7 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 }  // namespace
 
 Config::Config(nlohmann::json tree, std::string origin)
-    : tree_(std::move(tree)), origin_(std::move(origin)) {
+    : tree_(resolve_base(std::move(tree), origin, 0)), origin_(std::move(origin)) {
   if (!tree_.is_object()) throw ConfigError(origin_ + ": a preset must be a JSON object");
   check_shape(tree_, "", origin_);
   if (tree_.contains("preset") && tree_["preset"].contains("name") &&

@@ -276,14 +276,25 @@ device::Device::HostCopy Runtime::copy_host(uint32_t dev, int64_t stream, uint64
 }
 
 void Runtime::synchronize() {
-  host_time_ = sim::max(host_time_, device_->now());
+  // Collectives in flight count as device work (as NCCL kernels do for cudaDeviceSynchronize).
+  host_time_ = sim::max(host_time_, sim::max(device_->now(), collectives_.latest_end()));
+}
+
+const collectives::InterconnectParams& Runtime::interconnect() {
+  if (!interconnect_) interconnect_ = collectives::parse_interconnect_params(device_->config());
+  return *interconnect_;
+}
+
+sim::SimTime Runtime::arrival(uint32_t dev, int64_t stream) {
+  const StreamState& s = stream_state(dev, stream);
+  return sim::max(sim::max(host_time_, s.ready), s.wait);
 }
 
 void Runtime::record(Event& e, uint32_t dev, int64_t stream) {
   const StreamState& s = stream_state(dev, stream);
-  // The event completes when the stream's work enqueued so far completes (never before the
-  // host reached the record call).
-  e.time = sim::max(s.ready, host_time_);
+  // The event completes when the stream's work and the events it waits for complete (never
+  // before the host reached the record call): what arrival() gives a collective.
+  e.time = arrival(dev, stream);
   e.recorded = true;
 }
 

@@ -18,9 +18,10 @@ def builtin_names() -> list[str]:
     return sorted(_C._preset_names())
 
 
-def load(name_or_path: str) -> dict:
+def load(name_or_path: str, _depth: int = 0) -> dict:
     """The preset's JSON tree: a built-in name first, then a file path (the runtime's order)."""
     origin = name_or_path
+    folder = None  # a preset read from a file finds its base next to it
     text = _C._preset_text(name_or_path) if os.sep not in name_or_path else ""
     if not text:
         path = Path(name_or_path)
@@ -34,13 +35,30 @@ def load(name_or_path: str) -> dict:
         except (OSError, UnicodeDecodeError) as e:
             raise CLIError(f"{path}: not a readable preset ({e})") from None
         origin = str(path)
+        folder = path.parent
     try:
         tree = json.loads(text)
     except json.JSONDecodeError as e:
         raise CLIError(f"{origin}: not a readable preset ({e})") from None
     if not isinstance(tree, dict) or not isinstance(tree.get("preset"), dict):
         raise CLIError(f'{origin}: not a neuronsim preset (no "preset" object)')
+    base = tree["preset"].get("base")
+    if isinstance(base, str) and _depth < 8:
+        # An instance preset holds what differs from its chip preset (the runtime merges the same
+        # way): a built-in name, else a file next to this one.
+        local = folder / base if folder is not None else None
+        merged = load(str(local) if local is not None and local.is_file() else base, _depth + 1)
+        _merge(merged, tree)
+        return merged
     return tree
+
+
+def _merge(base: dict, over: dict) -> None:
+    for key, value in over.items():
+        if isinstance(value, dict) and "value" not in value and isinstance(base.get(key), dict):
+            _merge(base[key], value)
+        else:
+            base[key] = value
 
 
 def parameters(tree: dict) -> list[tuple[str, dict]]:

@@ -1,5 +1,6 @@
 #pragma once
-// A hardware configuration: a preset (JSON, every leaf {"value", "source"}) plus overrides by
+// A hardware configuration: a preset (JSON, every leaf {"value", "source"}; "preset": {"base":
+// "trn1"} builds on another preset and holds only what differs) plus overrides by
 // path ("hbm.bandwidth_gbps=820"). Code reads values through typed accessors that name the key
 // on error; it holds no hardware numbers of its own.
 #include <string>

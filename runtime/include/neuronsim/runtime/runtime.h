@@ -12,11 +12,14 @@
 // max(host clock, device free, stream dependencies); the host continues unless the call blocks.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "neuronsim/collectives/interconnect.h"
 #include "neuronsim/device/device.h"
 #include "neuronsim/runtime/caching_allocator.h"
+#include "neuronsim/runtime/collective_timeline.h"
 
 namespace neuronsim::runtime {
 
@@ -104,6 +107,15 @@ class Runtime {
   /// Launches so far.
   uint64_t launches() const { return launches_; }
 
+  // ---- collectives (a distributed job's rank) ----
+  /// When a collective issued now on `stream` reaches the device: after the stream's work and
+  /// dependencies, and not before the host issues it.
+  sim::SimTime arrival(uint32_t dev, int64_t stream);
+  CollectiveTimeline& collectives() { return collectives_; }
+  /// The instance's interconnect, from the configuration in force (read on first use: a preset
+  /// without collective parameters still runs single-core work). Throws device::ConfigError.
+  const collectives::InterconnectParams& interconnect();
+
  private:
   explicit Runtime(const RuntimeConfig& config);
   struct StreamState {
@@ -122,6 +134,8 @@ class Runtime {
   std::vector<std::vector<StreamState>> streams_;
   sim::SimTime host_time_;
   uint64_t launches_ = 0;
+  CollectiveTimeline collectives_;
+  std::optional<collectives::InterconnectParams> interconnect_;
 };
 
 }  // namespace neuronsim::runtime

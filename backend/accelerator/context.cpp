@@ -13,6 +13,7 @@ namespace {
 
 thread_local c10::DeviceIndex t_current_device = 0;
 thread_local std::unordered_map<c10::DeviceIndex, c10::StreamId> t_current_stream;
+thread_local const sim::SimTime* t_event_time = nullptr;
 bool g_bad_fork = false;
 
 void mark_bad_fork() {
@@ -112,6 +113,16 @@ c10::Stream current_stream(c10::DeviceIndex index) {
 
 void set_current_stream(const c10::Stream& stream) {
   t_current_stream[stream.device_index()] = stream.id();
+}
+
+ScopedEventTime::ScopedEventTime(sim::SimTime time) : saved_(t_event_time), time_(time) {
+  t_event_time = &time_;
+}
+ScopedEventTime::~ScopedEventTime() {
+  t_event_time = saved_;
+}
+const sim::SimTime* ScopedEventTime::current() {
+  return t_event_time;
 }
 
 }  // namespace neuronsim::backend

@@ -45,6 +45,23 @@ c10::Stream default_stream(c10::DeviceIndex index);
 /// True in a child process forked after the runtime was initialised (DataLoader workers).
 bool in_bad_fork();
 
+/// While alive, events this thread records complete at `time` instead of when their stream's
+/// work does: a collective's future, completed on a transport thread, carries the collective's
+/// simulated end to the streams that wait on it.
+class ScopedEventTime {
+ public:
+  explicit ScopedEventTime(sim::SimTime time);
+  ~ScopedEventTime();
+  ScopedEventTime(const ScopedEventTime&) = delete;
+  ScopedEventTime& operator=(const ScopedEventTime&) = delete;
+  /// The time in force on this thread, or null.
+  static const sim::SimTime* current();
+
+ private:
+  const sim::SimTime* saved_;
+  sim::SimTime time_;
+};
+
 /// Runs fn under the runtime lock, converting neuronsim errors to PyTorch errors
 /// (OutOfMemoryError -> torch.OutOfMemoryError, others -> RuntimeError with the message).
 template <typename Fn>

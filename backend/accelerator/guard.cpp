@@ -75,6 +75,11 @@ class NeuronGuardImpl final : public c10::impl::DeviceGuardImplInterface {
       e = new runtime::Event();
       *event = e;
     }
+    if (const sim::SimTime* t = ScopedEventTime::current()) {
+      e->time = *t;
+      e->recorded = true;
+      return;
+    }
     with_runtime([&](runtime::Runtime& r) {
       r.record(*e, static_cast<uint32_t>(stream.device_index()), stream.id());
       return 0;

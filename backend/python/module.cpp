@@ -8,6 +8,7 @@
 #include "aten/native_boxed.h"
 #include "aten/native_ops.h"
 #include "aten/op_tracking.h"
+#include "distributed/bindings.h"
 #include "neuronsim/runtime/trace_session.h"
 #include "python/trace_tools.h"
 
@@ -223,6 +224,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_executed_ops", [] { return OpTracker::get().executed(); });
   m.def("_fallback_ops", [] { return OpTracker::get().fallbacks(); });
   m.def("_clear_op_tracking", [] { OpTracker::get().clear(); });
+  distributed::register_bindings(m);
   m.def("_op_counts", [] {
     py::dict out;
     for (const auto& [name, c] : OpTracker::get().counts()) {

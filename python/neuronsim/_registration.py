@@ -29,7 +29,8 @@ def register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_storage=True
         )
-    from neuronsim import _compile
+    from neuronsim import _compile, distributed
 
     _compile.register()
+    distributed.register()
     _done = True

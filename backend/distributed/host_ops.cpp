@@ -1,0 +1,100 @@
+#include "distributed/host_ops.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+#include "aten/device_tensor.h"
+
+namespace neuronsim::backend::distributed {
+
+at::Tensor Gathered::stacked(at::ScalarType dtype, int64_t numel, int64_t byte_offset) const {
+  const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
+  return all.view({layout.ranks, layout.slot_bytes()})
+      .narrow(1, layout.payload_offset() + byte_offset, bytes)
+      .view(dtype);
+}
+
+at::Tensor Gathered::of(int64_t rank, at::ScalarType dtype, int64_t numel,
+                        int64_t byte_offset) const {
+  return stacked(dtype, numel, byte_offset).select(0, rank);
+}
+
+namespace {
+double premul_factor(const c10d::ReduceOp& op) {
+  const auto* s = dynamic_cast<const c10d::PreMulSumSupplement*>(op.supplement_.get());
+  TORCH_CHECK(s, "neuron backend: ReduceOp.PREMUL_SUM without its factor");
+  if (!s->tensor_factor.defined()) return s->double_factor;
+  const at::Tensor f =
+      s->tensor_factor.device().is_cpu() ? s->tensor_factor : cpu_view(s->tensor_factor);
+  return f.item<double>();
+}
+}  // namespace
+
+void reduce_ranks(const at::Tensor& stacked, const c10d::ReduceOp& op, at::Tensor out) {
+  const int64_t n = stacked.size(0);
+  at::Tensor r;
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+      r = stacked.sum(0, false, stacked.scalar_type());
+      break;
+    case c10d::ReduceOp::AVG:
+      r = stacked.sum(0, false, stacked.scalar_type()).div_(n);
+      break;
+    case c10d::ReduceOp::PREMUL_SUM:
+      r = stacked.sum(0, false, stacked.scalar_type()).mul_(premul_factor(op));
+      break;
+    case c10d::ReduceOp::PRODUCT:
+      r = stacked.prod(0, false, stacked.scalar_type());
+      break;
+    case c10d::ReduceOp::MIN:
+      r = stacked.amin(0);
+      break;
+    case c10d::ReduceOp::MAX:
+      r = stacked.amax(0);
+      break;
+    default:
+      TORCH_CHECK(false, "neuron backend: unsupported reduce op");
+  }
+  out.copy_(r.view(out.sizes()));
+}
+
+c10d::ReduceOp gloo_reduce_op(const c10d::ReduceOp& op) {
+  if (op.op_ == c10d::ReduceOp::AVG || op.op_ == c10d::ReduceOp::PREMUL_SUM) {
+    return c10d::ReduceOp(c10d::ReduceOp::SUM);
+  }
+  return op;
+}
+
+void finish_reduction(at::Tensor t, const c10d::ReduceOp& op, int64_t ranks) {
+  if (op.op_ == c10d::ReduceOp::AVG) t.div_(ranks);
+  if (op.op_ == c10d::ReduceOp::PREMUL_SUM) t.mul_(premul_factor(op));
+}
+
+void check_reduce_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* collective) {
+  static const char* names[] = {"SUM",  "AVG", "PRODUCT", "MIN",       "MAX",
+                                "BAND", "BOR", "BXOR",    "PREMUL_SUM"};
+  const int code = static_cast<int>(op.op_);
+  const char* name = code >= 0 && code < 9 ? names[code] : "UNUSED";
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::PRODUCT:
+    case c10d::ReduceOp::MIN:
+    case c10d::ReduceOp::MAX:
+      return;
+    case c10d::ReduceOp::AVG:
+    case c10d::ReduceOp::PREMUL_SUM:
+      TORCH_CHECK(at::isFloatingType(dtype), "neuron backend: ", collective, " with ReduceOp.",
+                  name, " needs a floating-point tensor, got ", dtype);
+      return;
+    default:
+      TORCH_CHECK(false, "neuron backend: ", collective, " with ReduceOp.", name,
+                  " is not supported; the neuron backend reduces with SUM, AVG, PRODUCT, MIN, "
+                  "MAX and PREMUL_SUM");
+  }
+}
+
+at::Tensor bytes_of(const at::Tensor& cpu) {
+  return cpu.contiguous().view({-1}).view(at::kByte);
+}
+
+}  // namespace neuronsim::backend::distributed

@@ -1,0 +1,38 @@
+#pragma once
+// The arithmetic of collectives that runs on the host: data that travelled with the header
+// exchange is reduced or assembled from the gathered slots, and the reduce ops Gloo lacks (AVG,
+// PREMUL_SUM) finish after Gloo's SUM. Everything works on CPU views of neuron tensors
+// (simulated HBM is host memory); the time is the collective model's, not this code's.
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include "distributed/wire.h"
+
+namespace neuronsim::backend::distributed {
+
+/// The exchanged slots of every rank ([ranks * slot_bytes] bytes) and their layout.
+struct Gathered {
+  at::Tensor all;
+  SlotLayout layout;
+  /// Every rank's data from `byte_offset` on as [ranks, numel] elements of `dtype` (a view).
+  at::Tensor stacked(at::ScalarType dtype, int64_t numel, int64_t byte_offset = 0) const;
+  /// Rank r's data from `byte_offset` on as `numel` elements of `dtype` (a view).
+  at::Tensor of(int64_t rank, at::ScalarType dtype, int64_t numel, int64_t byte_offset = 0) const;
+};
+
+/// Reduces `stacked` ([ranks, ...]) over its first dim into `out` with a reduce op.
+void reduce_ranks(const at::Tensor& stacked, const c10d::ReduceOp& op, at::Tensor out);
+
+/// The Gloo op that carries a reduce op: SUM for AVG and PREMUL_SUM (finished by
+/// finish_reduction), the op itself otherwise.
+c10d::ReduceOp gloo_reduce_op(const c10d::ReduceOp& op);
+/// After Gloo's SUM: AVG divides by `ranks`, PREMUL_SUM multiplies by its factor.
+void finish_reduction(at::Tensor t, const c10d::ReduceOp& op, int64_t ranks);
+
+/// Throws for reduce ops the backend does not support, or does not support for `dtype`.
+void check_reduce_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* collective);
+
+/// A contiguous CPU copy of `t`'s bytes (flattened, uint8).
+at::Tensor bytes_of(const at::Tensor& cpu);
+
+}  // namespace neuronsim::backend::distributed

@@ -1,0 +1,108 @@
+#pragma once
+// The `neuron` c10d backend: collectives on neuron tensors whose data moves through a Gloo
+// process group this backend owns (zero-copy CPU views of the device tensors: simulated HBM is
+// host memory) and whose time comes from the collective model, placed on this rank's device
+// timeline where the ranks' clocks meet. See docs/distributed.md.
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "distributed/host_ops.h"
+#include "distributed/wire.h"
+#include "neuronsim/collectives/collective_model.h"
+
+namespace neuronsim::backend::distributed {
+
+struct BackendOptions {
+  c10::DeviceIndex device = 0;                 // this rank's neuron device
+  std::string group;                           // the process group's name (trace rows, messages)
+  std::vector<collectives::RankPlace> places;  // every rank's NeuronCore, by group rank
+  int64_t inline_bytes = 0;  // data up to this many bytes per rank travels with the header
+  std::chrono::milliseconds timeout{0};
+};
+
+class NeuronBackend final : public c10d::Backend {
+ public:
+  /// `gloo` moves the data; it must span the same ranks. Builds the group's collective model
+  /// (throws for impossible placements: two ranks on one NeuronCore, a core the instance lacks).
+  NeuronBackend(int rank, int size, c10::intrusive_ptr<c10d::Backend> gloo, BackendOptions opts);
+
+  const std::string getBackendName() const override { return "neuron"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  void abort() override;
+  void shutdown() override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+
+ private:
+  /// One collective as this backend runs it: the description every rank exchanges, this rank's
+  /// data if it is small enough to travel along, and how to finish either way.
+  struct Plan {
+    Call call;
+    c10d::OpType type = c10d::OpType::UNKNOWN;
+    std::vector<at::Tensor> outputs;  // the Work's result
+    at::Tensor payload;               // this rank's data (CPU bytes), undefined if none
+    std::function<void(const Gathered&)> from_slots;               // small: fills outputs
+    std::function<c10::intrusive_ptr<c10d::Work>()> through_gloo;  // large: issues Gloo's op
+    std::function<void()> after_gloo;                              // AVG, PREMUL_SUM
+  };
+  c10::intrusive_ptr<c10d::Work> run(Plan& plan);
+
+  /// A CPU view of a neuron tensor of this rank, after checking device, layout and contiguity.
+  at::Tensor view_of(const at::Tensor& t, const char* collective) const;
+  std::vector<at::Tensor> views_of(const std::vector<at::Tensor>& ts, const char* collective) const;
+  int check_root(int64_t root, const char* collective) const;
+  void check_peer(int peer, const char* collective) const;
+  std::string where() const;
+
+  c10::intrusive_ptr<c10d::Backend> gloo_;
+  BackendOptions opts_;
+  SlotLayout layout_;
+  uint32_t core_ = 0;  // this rank's physical NeuronCore in this process's device
+  std::unique_ptr<collectives::CollectiveModel> model_;
+  uint64_t sequence_ = 0;
+  std::mutex mutex_;  // one collective is described, exchanged and placed at a time
+};
+
+}  // namespace neuronsim::backend::distributed

@@ -1,0 +1,53 @@
+#pragma once
+// The Work a neuron collective returns. Its future completes when the data is in place (at once
+// for collectives small enough to travel with the header exchange, on Gloo's thread otherwise)
+// and carries the collective's simulated end: wait(), like NCCL's, blocks the host only until
+// the data is there and makes the *current neuron stream* wait for the collective's end, so
+// later kernels on that stream start after it in simulated time.
+#include <ATen/core/ivalue.h>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <functional>
+#include <mutex>
+#include <vector>
+
+namespace neuronsim::backend::distributed {
+
+class NeuronWork : public c10d::Work {
+ public:
+  NeuronWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+             c10::intrusive_ptr<c10::ivalue::Future> future);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  std::vector<at::Tensor> result() override;
+  void synchronize() override;
+  bool wait(std::chrono::milliseconds timeout) override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+ protected:
+  std::vector<at::Tensor> outputs_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+/// A point-to-point transfer: Gloo completes its sends and receives only when waited on, so
+/// wait() (or isCompleted() finding the transfer done) runs `finish` once, on the waiting
+/// thread; `finish` completes the future.
+class NeuronP2PWork final : public NeuronWork {
+ public:
+  NeuronP2PWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+                c10::intrusive_ptr<c10::ivalue::Future> future, std::function<void()> finish);
+  bool isCompleted() override;
+  bool wait(std::chrono::milliseconds timeout) override;
+
+ private:
+  void run_finish();
+  std::function<void()> finish_;
+  std::mutex mutex_;
+};
+
+/// A future whose completion makes the waiting neuron stream wait (devices = {neuron:device}).
+c10::intrusive_ptr<c10::ivalue::Future> make_future(c10::DeviceIndex device);
+
+}  // namespace neuronsim::backend::distributed

@@ -1,0 +1,95 @@
+"""The creator c10d calls for every ``neuron`` process group: it places this rank, checks that
+every rank simulates the same hardware, makes the Gloo group that moves the data, and wraps it
+in the C++ backend (``neuronsim._C._NeuronBackend``)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+
+import torch.distributed as dist
+
+from neuronsim import _C
+from neuronsim.distributed._placement import this_rank
+
+_registered = False
+
+
+def _inline_bytes(size: int) -> int:
+    """Data up to this many bytes per rank travels with the header every collective exchanges
+    (one round trip instead of two); larger data goes through Gloo's own collective."""
+    value = os.environ.get("NEURON_SIM_CC_INLINE_BYTES")
+    if value:
+        try:
+            n = int(value)
+        except ValueError:
+            raise RuntimeError(
+                f"neuron backend: NEURON_SIM_CC_INLINE_BYTES={value!r} is not an integer"
+            ) from None
+        if n < 0:
+            raise RuntimeError("neuron backend: NEURON_SIM_CC_INLINE_BYTES must be >= 0")
+        return n
+    return max(4096, min(65536, 262144 // max(size, 1)))
+
+
+def _exchange(store, rank: int, size: int, mine: dict, timeout: datetime.timedelta) -> list[dict]:
+    keys = [f"neuronsim/rank/{r}" for r in range(size)]
+    store.set(keys[rank], json.dumps(mine))
+    store.wait(keys, timeout)
+    return [json.loads(store.get(k)) for k in keys]
+
+
+def _create(opts, backend_options=None):
+    rank, size = opts.group_rank, opts.group_size
+    global_ranks = list(opts.global_ranks_in_group) or list(range(size))
+    place = this_rank(global_ranks[rank])
+    inline = _inline_bytes(size)
+    timeout = opts.timeout
+    if not isinstance(timeout, datetime.timedelta):
+        timeout = datetime.timedelta(seconds=float(timeout))
+    mine = {
+        "instance": place.instance,
+        "core": place.core,
+        "preset": place.preset,
+        "overrides": list(place.overrides),
+        "inline": inline,
+    }
+    everyone = _exchange(opts.store, rank, size, mine, timeout)
+    for r, other in enumerate(everyone):
+        if (other["preset"], other["overrides"]) != (mine["preset"], mine["overrides"]):
+            raise RuntimeError(
+                f"neuron backend: rank {global_ranks[r]} simulates preset {other['preset']} "
+                f"(overrides {other['overrides'] or 'none'}) but rank {place.rank} simulates "
+                f"{mine['preset']} (overrides {mine['overrides'] or 'none'}); every rank needs "
+                "the same --preset and --set"
+            )
+        if other["inline"] != inline:
+            raise RuntimeError(
+                "neuron backend: NEURON_SIM_CC_INLINE_BYTES differs between ranks "
+                f"({other['inline']} on rank {global_ranks[r]}, {inline} on rank {place.rank})"
+            )
+    gloo = dist.ProcessGroupGloo(
+        dist.PrefixStore("neuronsim/gloo/", opts.store), rank, size, timeout
+    )
+    name = f"pg{opts.group_id}" if opts.group_id else "pg"
+    return _C._NeuronBackend(
+        gloo,
+        rank,
+        size,
+        place.device,
+        name,
+        [(o["instance"], o["core"]) for o in everyone],
+        inline,
+        int(timeout.total_seconds() * 1000),
+    )
+
+
+def register() -> None:
+    """Registers the ``neuron`` backend with torch.distributed (once per process)."""
+    global _registered  # noqa: PLW0603
+    if _registered or not dist.is_available():
+        return
+    if "neuron" not in dist.Backend.backend_list:
+        dist.Backend.register_backend("neuron", _create, extended_api=True, devices=["neuron"])
+    _registered = True

@@ -229,11 +229,11 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     const std::string context =
         fmt::format("neuron backend: {} failed on {}", plan.call.name, where());
     const sim::SimTime end = placed.end;
-    work->getFuture()->addCallback([future, outputs, after, context, end](c10::ivalue::Future& f) {
-      if (f.hasError()) {
+    auto complete = [future, outputs, after, context, end](std::exception_ptr error) {
+      if (error) {
         future->setError(
             backend_error(fmt::format("{}: {}. Another rank probably exited, hung or timed out.",
-                                      context, first_line(f.exception_ptr()))));
+                                      context, first_line(error))));
         return;
       }
       try {
@@ -243,6 +243,28 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
       } catch (...) {
         if (!future->completed()) future->setError(std::current_exception());
       }
+    };
+    c10::intrusive_ptr<c10::ivalue::Future> gloo_future;
+    try {
+      gloo_future = work->getFuture();
+    } catch (const c10::Error&) {
+      // Some of Gloo's works (reduce_scatter_tensor) complete only when waited on.
+    }
+    if (!gloo_future) {
+      auto finish = [work, complete]() {
+        std::exception_ptr error;
+        try {
+          work->wait();
+        } catch (...) {
+          error = std::current_exception();
+        }
+        complete(error);
+      };
+      return c10::make_intrusive<WaitedWork>(rank_, plan.type, plan.call.name, plan.outputs, future,
+                                             finish);
+    }
+    gloo_future->addCallback([complete](c10::ivalue::Future& f) {
+      complete(f.hasError() ? f.exception_ptr() : nullptr);
     });
   }
   return c10::make_intrusive<NeuronWork>(rank_, plan.type, plan.call.name, plan.outputs, future);
@@ -802,8 +824,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::send(std::vector<at::Tensor>& tens
     ScopedEventTime at_end(end);
     future->markCompleted(c10::IValue(std::vector<at::Tensor>{}));
   };
-  return c10::make_intrusive<NeuronP2PWork>(rank_, c10d::OpType::SEND, "send",
-                                            std::vector<at::Tensor>{}, future, finish);
+  return c10::make_intrusive<WaitedWork>(rank_, c10d::OpType::SEND, "send",
+                                         std::vector<at::Tensor>{}, future, finish);
 }
 
 c10::intrusive_ptr<c10d::Work> NeuronBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
@@ -883,8 +905,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::recv(std::vector<at::Tensor>& tens
     ScopedEventTime at_end(placed.end);
     future->markCompleted(c10::IValue(outputs));
   };
-  return c10::make_intrusive<NeuronP2PWork>(rank_, c10d::OpType::RECV, "recv", tensors, future,
-                                            finish);
+  return c10::make_intrusive<WaitedWork>(rank_, c10d::OpType::RECV, "recv", tensors, future,
+                                         finish);
 }
 
 }  // namespace neuronsim::backend::distributed

@@ -40,14 +40,13 @@ c10::intrusive_ptr<c10::ivalue::Future> NeuronWork::getFuture() {
   return future_;
 }
 
-NeuronP2PWork::NeuronP2PWork(int rank, c10d::OpType type, const char* title,
-                             std::vector<at::Tensor> outputs,
-                             c10::intrusive_ptr<c10::ivalue::Future> future,
-                             std::function<void()> finish)
+WaitedWork::WaitedWork(int rank, c10d::OpType type, const char* title,
+                       std::vector<at::Tensor> outputs,
+                       c10::intrusive_ptr<c10::ivalue::Future> future, std::function<void()> finish)
     : NeuronWork(rank, type, title, std::move(outputs), std::move(future)),
       finish_(std::move(finish)) {}
 
-void NeuronP2PWork::run_finish() {
+void WaitedWork::run_finish() {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!finish_) return;
   auto finish = std::move(finish_);
@@ -59,11 +58,11 @@ void NeuronP2PWork::run_finish() {
   }
 }
 
-bool NeuronP2PWork::isCompleted() {
+bool WaitedWork::isCompleted() {
   return future_->completed();
 }
 
-bool NeuronP2PWork::wait(std::chrono::milliseconds timeout) {
+bool WaitedWork::wait(std::chrono::milliseconds timeout) {
   run_finish();
   return NeuronWork::wait(timeout);
 }

@@ -31,13 +31,12 @@ class NeuronWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-/// A point-to-point transfer: Gloo completes its sends and receives only when waited on, so
-/// wait() (or isCompleted() finding the transfer done) runs `finish` once, on the waiting
-/// thread; `finish` completes the future.
-class NeuronP2PWork final : public NeuronWork {
+/// Work whose Gloo part completes only when waited on (sends, receives, some collectives):
+/// wait() runs `finish` once, on the waiting thread, and `finish` completes the future.
+class WaitedWork final : public NeuronWork {
  public:
-  NeuronP2PWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
-                c10::intrusive_ptr<c10::ivalue::Future> future, std::function<void()> finish);
+  WaitedWork(int rank, c10d::OpType type, const char* title, std::vector<at::Tensor> outputs,
+             c10::intrusive_ptr<c10::ivalue::Future> future, std::function<void()> finish);
   bool isCompleted() override;
   bool wait(std::chrono::milliseconds timeout) override;
 

@@ -29,6 +29,34 @@ uint64_t hash_shapes(const std::vector<at::IntArrayRef>& shapes) {
   return h;
 }
 
+// Python's names: "float32", not c10's "Float".
+std::string dtype_name(c10::ScalarType t) {
+  switch (t) {
+    case c10::kFloat:
+      return "float32";
+    case c10::kDouble:
+      return "float64";
+    case c10::kHalf:
+      return "float16";
+    case c10::kBFloat16:
+      return "bfloat16";
+    case c10::kLong:
+      return "int64";
+    case c10::kInt:
+      return "int32";
+    case c10::kShort:
+      return "int16";
+    case c10::kChar:
+      return "int8";
+    case c10::kByte:
+      return "uint8";
+    case c10::kBool:
+      return "bool";
+    default:
+      return c10::toString(t);
+  }
+}
+
 std::string op_name(int op) {
   static const char* names[] = {"SUM",  "AVG", "PRODUCT", "MIN",       "MAX",
                                 "BAND", "BOR", "BXOR",    "PREMUL_SUM"};
@@ -73,7 +101,8 @@ Header make_header(const Call& call, uint64_t sequence, int64_t arrival_ps, int6
 std::string describe(const Header& h) {
   std::string dims;
   for (int i = 0; i < h.ndim; ++i) dims += (i ? ", " : "") + std::to_string(h.dims[i]);
-  std::string s = fmt::format("{}[{}]", c10::toString(static_cast<c10::ScalarType>(h.dtype)), dims);
+  const std::string dtype = dtype_name(static_cast<c10::ScalarType>(h.dtype));
+  std::string s = fmt::format("{}[{}]", dtype, dims);
   if (h.tensors > 1) s += fmt::format(" (first of {} tensors)", h.tensors);
   return s;
 }

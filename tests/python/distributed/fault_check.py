@@ -13,7 +13,7 @@ import neuronsim  # noqa: F401
 import torch
 import torch.distributed as dist
 
-mode, timeout = sys.argv[1], float(sys.argv[2])
+mode, timeout = sys.argv[1], float(sys.argv[2])  # argv[3]: a marker for the test
 dist.init_process_group("neuron", timeout=datetime.timedelta(seconds=timeout))
 rank = dist.get_rank()
 model = torch.nn.Linear(64, 64).to("neuron")

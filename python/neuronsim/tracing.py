@@ -11,6 +11,7 @@ the device's initialisation.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 
 import torch
@@ -52,6 +53,10 @@ def stop(extra_metadata: dict | None = None) -> None:
         "runtime_config": _C._config(),
         "torch_version": torch.__version__,
     }
+    from neuronsim.distributed import _placement
+
+    if _placement._placement is not None:  # one rank of a distributed job
+        meta["distributed"] = dataclasses.asdict(_placement._placement)
     meta.update(extra_metadata or {})
     _C._trace_stop(json.dumps(meta))
 

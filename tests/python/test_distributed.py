@@ -35,12 +35,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def torchrun(script: str, nproc: int, *args, env: dict | None = None, launcher: list | None = None,
-             timeout: int = 600) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "torch.distributed.run", *(launcher or ["--standalone"]),
-           "--nproc-per-node", str(nproc), str(SCRIPTS / script), *map(str, args)]
-    return subprocess.run(cmd, capture_output=True, text=True, env=_env(env), cwd=REPO,
-                          timeout=timeout)
+def torchrun(
+    script: str,
+    nproc: int,
+    *args,
+    env: dict | None = None,
+    launcher: list | None = None,
+    timeout: int = 600,
+) -> subprocess.CompletedProcess:
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        *(launcher or ["--standalone"]),
+        "--nproc-per-node",
+        str(nproc),
+        str(SCRIPTS / script),
+        *map(str, args),
+    ]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=_env(env), cwd=REPO, timeout=timeout
+    )
 
 
 def ranks_say(proc: subprocess.CompletedProcess, pattern: str, nproc: int) -> list[str]:
@@ -85,8 +100,15 @@ def _leftovers(marker: str) -> list[str]:
 def test_a_dead_or_stuck_rank_makes_the_others_raise(mode):
     marker = f"fault-{mode}-{os.getpid()}"
     start = time.monotonic()
-    proc = torchrun("fault_check.py", 3, mode, 5, marker,
-                    launcher=["--standalone", "--monitor-interval", "2"], timeout=180)
+    proc = torchrun(
+        "fault_check.py",
+        3,
+        mode,
+        5,
+        marker,
+        launcher=["--standalone", "--monitor-interval", "2"],
+        timeout=180,
+    )
     elapsed = time.monotonic() - start
     assert proc.returncode != 0
     raised = re.findall(r"rank (\d) raised after ([\d.]+) s: DistBackendError: (.*)", proc.stdout)

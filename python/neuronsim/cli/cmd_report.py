@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from neuronsim.cli import sections, trace_data
+from neuronsim.cli import ranks, sections, trace_data
 from neuronsim.cli.errors import CLIError, write_file
 from neuronsim.cli.formatting import table
 
@@ -21,6 +21,14 @@ def add_parser(sub) -> None:
         "--top", type=int, default=10, metavar="N", help="ops and kernels shown (default 10)"
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON instead of text")
+    p.add_argument(
+        "--rank",
+        type=int,
+        default=0,
+        metavar="R",
+        help="of a merged distributed trace: the rank whose engines, ops and kernels are shown "
+        "(every rank's compute, communication and waiting are always shown; default 0)",
+    )
     p.set_defaults(func=run)
 
 
@@ -63,7 +71,17 @@ def text(s: dict, top: int | None) -> str:
 def run(args) -> int:
     if args.top is not None and args.top < 1:
         raise CLIError(f"--top must be at least 1, got {args.top}")
-    s = trace_data.summarize(trace_data.load(args.trace))
+    trace = trace_data.load(args.trace)
+    per_rank = None
+    if ranks.is_merged(trace):
+        split = ranks.split(trace)
+        if not 0 <= args.rank < len(split):
+            raise CLIError(f"--rank {args.rank}: the trace has ranks 0-{len(split) - 1}")
+        per_rank = ranks.breakdown(split)
+        trace = split[args.rank]
+    s = trace_data.summarize(trace)
+    if per_rank is not None:
+        s["ranks"] = per_rank
     if args.roofline:
         from neuronsim.cli import plots
 
@@ -75,5 +93,9 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(s, indent=1, sort_keys=True))
     else:
+        if per_rank is not None:
+            print(f"Ranks ({len(per_rank)}): compute, communication and waiting for other ranks")
+            print(ranks.format_breakdown(per_rank))
+            print(f"\nRank {args.rank}")
         print(text(s, args.top))
     return 0

@@ -15,7 +15,7 @@ import sys
 import tempfile
 import traceback
 
-from neuronsim.cli import common, progress, trace_data
+from neuronsim.cli import common, distributed_run, progress, trace_data
 from neuronsim.cli.errors import CLIError, write_file
 from neuronsim.cli.formatting import pct, time_str
 
@@ -35,6 +35,13 @@ def add_parser(sub) -> None:
         "--summary-json",
         metavar="OUT.json",
         help="write the run's summary (times, engines, ops, kernels) as JSON",
+    )
+    p.add_argument(
+        "--nproc-per-node",
+        type=int,
+        metavar="N",
+        help="run N ranks of a torch.distributed script (torchrun on this host) and merge their "
+        "traces; under torchrun itself each rank writes <trace>.rank<R>.json and rank 0 merges",
     )
     p.add_argument(
         "--progress",
@@ -141,8 +148,10 @@ def _report_line(summary: dict | None, config: dict) -> str:
     import neuronsim
 
     preset = config["preset"] + (" " + " ".join(config["overrides"]) if config["overrides"] else "")
+    job = distributed_run.rank_and_world()
+    who = f"rank {job[0]}: " if job else ""
     line = (
-        f"neuronsim: {preset}: simulated time {time_str(neuronsim.simulated_time_ns())} "
+        f"neuronsim: {who}{preset}: simulated time {time_str(neuronsim.simulated_time_ns())} "
         f"(host {time_str(neuronsim.host_time_ns())})"
     )
     if summary is not None:
@@ -176,6 +185,10 @@ def run(args) -> int:
         (args.summary_json, "summary"),
     ):
         _writable(path, what)
+
+    if args.nproc_per_node is not None:
+        return distributed_run.launch(args, script)
+    asked = distributed_run.rank_outputs(args) if distributed_run.rank_and_world() else None
 
     config = common.configure(args.preset, args.set)
 
@@ -213,6 +226,11 @@ def run(args) -> int:
             os.unlink(temp_trace)
 
     print(_report_line(summary, config), file=sys.stderr)
+    if asked is not None and not finish_error:
+        try:
+            distributed_run.finish_rank(asked, trace_path is not None and want_trace)
+        except CLIError as e:
+            finish_error = str(e)
     for path, what in (
         (args.trace, "trace"),
         (args.report, "report"),

@@ -14,6 +14,10 @@ from neuronsim import _C
 from neuronsim.distributed._placement import this_rank
 
 _registered = False
+# Groups created so far per group name: a name comes back after destroy_process_group(), and the
+# store may keep the previous incarnation's keys (torchrun's agent store outlives groups), so
+# every incarnation uses its own keys. All ranks create groups in the same order.
+_incarnations: dict[str, int] = {}
 
 
 def _inline_bytes(size: int) -> int:
@@ -34,7 +38,7 @@ def _inline_bytes(size: int) -> int:
 
 
 def _exchange(store, rank: int, size: int, mine: dict, timeout: datetime.timedelta) -> list[dict]:
-    keys = [f"neuronsim/rank/{r}" for r in range(size)]
+    keys = [f"rank/{r}" for r in range(size)]
     store.set(keys[rank], json.dumps(mine))
     store.wait(keys, timeout)
     return [json.loads(store.get(k)) for k in keys]
@@ -42,6 +46,9 @@ def _exchange(store, rank: int, size: int, mine: dict, timeout: datetime.timedel
 
 def _create(opts, backend_options=None):
     rank, size = opts.group_rank, opts.group_size
+    incarnation = _incarnations.get(opts.group_id, 0)
+    _incarnations[opts.group_id] = incarnation + 1
+    store = dist.PrefixStore(f"neuronsim/{incarnation}/", opts.store)
     global_ranks = list(opts.global_ranks_in_group) or list(range(size))
     place = this_rank(global_ranks[rank])
     inline = _inline_bytes(size)
@@ -55,7 +62,7 @@ def _create(opts, backend_options=None):
         "overrides": list(place.overrides),
         "inline": inline,
     }
-    everyone = _exchange(opts.store, rank, size, mine, timeout)
+    everyone = _exchange(store, rank, size, mine, timeout)
     for r, other in enumerate(everyone):
         if (other["preset"], other["overrides"]) != (mine["preset"], mine["overrides"]):
             raise RuntimeError(
@@ -69,9 +76,7 @@ def _create(opts, backend_options=None):
                 "neuron backend: NEURON_SIM_CC_INLINE_BYTES differs between ranks "
                 f"({other['inline']} on rank {global_ranks[r]}, {inline} on rank {place.rank})"
             )
-    gloo = dist.ProcessGroupGloo(
-        dist.PrefixStore("neuronsim/gloo/", opts.store), rank, size, timeout
-    )
+    gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
     name = f"pg{opts.group_id}" if opts.group_id else "pg"
     return _C._NeuronBackend(
         gloo,

@@ -3,7 +3,6 @@ under torchrun by tests/python/test_distributed.py). Sizes straddle the inline t
 paths (data with the header exchange, data through Gloo) run. Prints one line per rank at the
 end: "rank R: N checks passed"."""
 
-import os
 import sys
 
 import neuronsim  # noqa: F401
@@ -30,7 +29,9 @@ def same(name, got, want, tol=0.0):
     global checks
     got = got.cpu()
     if got.dtype != want.dtype or got.shape != want.shape:
-        raise AssertionError(f"rank {rank} {name}: {got.dtype}{list(got.shape)} vs {want.dtype}{list(want.shape)}")
+        raise AssertionError(
+            f"rank {rank} {name}: {got.dtype}{list(got.shape)} vs {want.dtype}{list(want.shape)}"
+        )
     if tol:
         # Rounding of a sum depends on its order: bound the error by the addends' size.
         atol = tol * world * 16
@@ -49,9 +50,15 @@ def tol_for(dtype):
 
 for n in SIZES:
     for dtype in (torch.float32, torch.bfloat16, torch.int64):
-        ops = ["SUM", "MAX", "MIN", "PRODUCT"] + (["AVG", "PREMUL_SUM"] if dtype.is_floating_point else [])
+        ops = ["SUM", "MAX", "MIN", "PRODUCT"] + (
+            ["AVG", "PREMUL_SUM"] if dtype.is_floating_point else []
+        )
         for i, name in enumerate(ops):
-            op = dist._make_nccl_premul_sum(0.5) if name == "PREMUL_SUM" else getattr(dist.ReduceOp, name)
+            op = (
+                dist._make_nccl_premul_sum(0.5)
+                if name == "PREMUL_SUM"
+                else getattr(dist.ReduceOp, name)
+            )
             x = data((n,), dtype, i)
             if name == "PRODUCT":
                 x = (x.float().abs() % 3 + 0.5).to(dtype) if dtype.is_floating_point else x % 3 + 1
@@ -106,15 +113,17 @@ for n in SIZES:
         same(f"coalesced all_gather b {dtype} {n}", o2, torch.cat(ys))
 
         # reduce_scatter (list and tensor forms) and the coalesced form
-        for i, op in enumerate([dist.ReduceOp.SUM, dist.ReduceOp.MAX] +
-                               ([dist.ReduceOp.AVG] if dtype.is_floating_point else [])):
+        for i, op in enumerate(
+            [dist.ReduceOp.SUM, dist.ReduceOp.MAX]
+            + ([dist.ReduceOp.AVG] if dtype.is_floating_point else [])
+        ):
             x = data((world * n,), dtype, 10 + i)
             out = torch.empty(n, dtype=dtype, device=dev)
             dist.reduce_scatter_tensor(out, x.to(dev), op=op)
             gop = dist.ReduceOp.SUM if op == dist.ReduceOp.AVG else op
             full = x.clone()
             dist.all_reduce(full, op=gop)
-            want = full[rank * n:(rank + 1) * n]
+            want = full[rank * n : (rank + 1) * n]
             if op == dist.ReduceOp.AVG:
                 want = (want / world).to(dtype)
             same(f"reduce_scatter_tensor {dtype} {n} op {i}", out, want, tol_for(dtype))
@@ -132,8 +141,18 @@ for n in SIZES:
         fx, fz = x.clone(), z.clone()
         dist.all_reduce(fx)
         dist.all_reduce(fz)
-        same(f"coalesced reduce_scatter a {dtype} {n}", o1, fx[rank * n:(rank + 1) * n], tol_for(dtype))
-        same(f"coalesced reduce_scatter b {dtype} {n}", o2, fz[rank * 2:(rank + 1) * 2], tol_for(dtype))
+        same(
+            f"coalesced reduce_scatter a {dtype} {n}",
+            o1,
+            fx[rank * n : (rank + 1) * n],
+            tol_for(dtype),
+        )
+        same(
+            f"coalesced reduce_scatter b {dtype} {n}",
+            o2,
+            fz[rank * 2 : (rank + 1) * 2],
+            tol_for(dtype),
+        )
 
         # all_to_all_single, even and uneven splits
         x = data((world * n, 3), dtype, 30)
@@ -169,7 +188,10 @@ for n in SIZES:
         # send / recv around a ring (irecv before isend: no rank may block in issue)
         x = data((n,), dtype, 60)
         got = torch.empty(n, dtype=dtype, device=dev)
-        ops = [dist.P2POp(dist.irecv, got, (rank - 1) % world), dist.P2POp(dist.isend, x.to(dev), (rank + 1) % world)]
+        ops = [
+            dist.P2POp(dist.irecv, got, (rank - 1) % world),
+            dist.P2POp(dist.isend, x.to(dev), (rank + 1) % world),
+        ]
         for w in dist.batch_isend_irecv(ops):
             w.wait()
         want = torch.empty(n, dtype=dtype)
@@ -192,7 +214,9 @@ for n in SIZES:
     rs = fc.reduce_scatter_tensor(xs.to(dev), "sum", 0, dist.group.WORLD)
     full = xs.clone()
     dist.all_reduce(full)
-    same(f"functional reduce_scatter {n}", fc.wait_tensor(rs), full[rank * n:(rank + 1) * n], 1e-5)
+    same(
+        f"functional reduce_scatter {n}", fc.wait_tensor(rs), full[rank * n : (rank + 1) * n], 1e-5
+    )
     a2a = fc.all_to_all_single(xs.to(dev), None, None, dist.group.WORLD)
     want = torch.empty_like(xs)
     dist.all_to_all_single(want, xs.clone())

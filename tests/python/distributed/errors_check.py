@@ -37,28 +37,51 @@ def still_works():
 
 
 assert torch.neuron.device_count() == 2 and torch.neuron.current_device() == local
-expect(["got a tensor on neuron:", "each rank's tensors live on its own device", f"rank {rank}"],
-       lambda: dist.all_reduce(torch.ones(3, device=other)))
-expect(["mismatched shapes", "rank 0 has float32[4]", "rank 1 has float32[5]"],
-       lambda: dist.all_reduce(torch.ones(4 + rank, device=mine)))
+expect(
+    ["got a tensor on neuron:", "each rank's tensors live on its own device", f"rank {rank}"],
+    lambda: dist.all_reduce(torch.ones(3, device=other)),
+)
+expect(
+    ["mismatched shapes", "rank 0 has float32[4]", "rank 1 has float32[5]"],
+    lambda: dist.all_reduce(torch.ones(4 + rank, device=mine)),
+)
 still_works()
-expect(["mismatched dtypes", "float32[8]", "bfloat16[8]"],
-       lambda: dist.all_reduce(torch.ones(8, device=mine, dtype=torch.bfloat16 if rank else torch.float32)))
-expect(["mismatched shapes"],  # large enough to go through Gloo: still caught before any data moves
-       lambda: dist.all_gather_into_tensor(torch.empty(world * (300000 + rank), device=mine),
-                                           torch.ones(300000 + rank, device=mine)))
-expect(["rank 0 called all_reduce", "called broadcast", "same collectives in the same order"],
-       lambda: dist.all_reduce(torch.ones(2, device=mine)) if rank == 0 else dist.broadcast(torch.ones(2, device=mine), 0))
+expect(
+    ["mismatched dtypes", "float32[8]", "bfloat16[8]"],
+    lambda: dist.all_reduce(
+        torch.ones(8, device=mine, dtype=torch.bfloat16 if rank else torch.float32)
+    ),
+)
+expect(
+    ["mismatched shapes"],  # large enough to go through Gloo: still caught before any data moves
+    lambda: dist.all_gather_into_tensor(
+        torch.empty(world * (300000 + rank), device=mine), torch.ones(300000 + rank, device=mine)
+    ),
+)
+expect(
+    ["rank 0 called all_reduce", "called broadcast", "same collectives in the same order"],
+    lambda: dist.all_reduce(torch.ones(2, device=mine))
+    if rank == 0
+    else dist.broadcast(torch.ones(2, device=mine), 0),
+)
 still_works()
-expect(["ReduceOp.BAND is not supported", "SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM"],
-       lambda: dist.all_reduce(torch.ones(2, device=mine, dtype=torch.int32), op=dist.ReduceOp.BAND))
-expect(["ReduceOp.AVG needs a floating-point tensor"],
-       lambda: dist.all_reduce(torch.ones(2, device=mine, dtype=torch.int32), op=dist.ReduceOp.AVG))
+expect(
+    ["ReduceOp.BAND is not supported", "SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM"],
+    lambda: dist.all_reduce(torch.ones(2, device=mine, dtype=torch.int32), op=dist.ReduceOp.BAND),
+)
+expect(
+    ["ReduceOp.AVG needs a floating-point tensor"],
+    lambda: dist.all_reduce(torch.ones(2, device=mine, dtype=torch.int32), op=dist.ReduceOp.AVG),
+)
 expect(["needs contiguous tensors"], lambda: dist.all_reduce(torch.ones(4, 4, device=mine).t()))
 # c10d itself refuses CPU tensors on a neuron-only group, as it does on an nccl one.
 expect(["No backend type associated with device type cpu"], lambda: dist.all_reduce(torch.ones(2)))
-expect(["split sizes"],
-       lambda: dist.all_to_all_single(torch.empty(4, device=mine), torch.ones(4, device=mine), [2, 2], [1, 3] if rank else [2, 2]))
+expect(
+    ["split sizes"],
+    lambda: dist.all_to_all_single(
+        torch.empty(4, device=mine), torch.ones(4, device=mine), [2, 2], [1, 3] if rank else [2, 2]
+    ),
+)
 still_works()
 print(f"rank {rank}: {checked} errors ok", flush=True)
 dist.destroy_process_group()

@@ -35,7 +35,9 @@ try:
         opt.zero_grad()
 except Exception as e:  # noqa: BLE001
     first = str(e).strip().splitlines()[0]
-    print(f"rank {rank} raised after {time.monotonic() - began:.1f} s: {type(e).__name__}: {first}",
-          flush=True)
+    print(
+        f"rank {rank} raised after {time.monotonic() - began:.1f} s: {type(e).__name__}: {first}",
+        flush=True,
+    )
     os._exit(3)
 print(f"rank {rank} finished without noticing", flush=True)

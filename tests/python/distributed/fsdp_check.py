@@ -21,7 +21,8 @@ class Tiny(torch.nn.Module):
         super().__init__()
         self.embed = torch.nn.Embedding(VOCAB, D)
         self.layers = torch.nn.ModuleList(
-            torch.nn.TransformerEncoderLayer(D, 4, 64, dropout=0.0, batch_first=True) for _ in range(2)
+            torch.nn.TransformerEncoderLayer(D, 4, 64, dropout=0.0, batch_first=True)
+            for _ in range(2)
         )
         self.head = torch.nn.Linear(D, VOCAB)
 
@@ -43,7 +44,9 @@ def train(model, data, rank, world, device):
     for ids in data:
         ids = ids.chunk(world)[rank].to(device)
         logits = model(ids[:, :-1])
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, VOCAB).float(), ids[:, 1:].reshape(-1))
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, VOCAB).float(), ids[:, 1:].reshape(-1)
+        )
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -65,7 +68,13 @@ cpu_params = {n: p.detach() for n, p in cpu_model.named_parameters()}
 # mean difference is the tight check.
 CASES = [
     ("float32", None, 2e-4, 5e-3, 1e-5),
-    ("bfloat16", MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32), 5e-3, 5e-2, 2e-3),
+    (
+        "bfloat16",
+        MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32),
+        5e-3,
+        5e-2,
+        2e-3,
+    ),
 ]
 for name, policy, tol, max_diff, mean_diff in CASES:
     model = copy.deepcopy(reference)
@@ -82,12 +91,19 @@ for name, policy, tol, max_diff, mean_diff in CASES:
         global_losses.append(loss.item())
     for got, want in zip(global_losses, cpu_losses, strict=True):
         assert abs(got - want) <= tol * max(1.0, abs(want)), (name, global_losses, cpu_losses)
-    diffs = torch.cat([(p.full_tensor().cpu().float() - cpu_params[n]).abs().flatten()
-                       for n, p in model.named_parameters()])
+    diffs = torch.cat(
+        [
+            (p.full_tensor().cpu().float() - cpu_params[n]).abs().flatten()
+            for n, p in model.named_parameters()
+        ]
+    )
     assert diffs.max() <= max_diff and diffs.mean() <= mean_diff, (name, diffs.max(), diffs.mean())
-    print(f"rank {rank}: fsdp {name} ok: losses {[round(x, 4) for x in global_losses]} "
-          f"(cpu {[round(x, 4) for x in cpu_losses]}), param diff max {diffs.max():.1e} "
-          f"mean {diffs.mean():.1e}", flush=True)
+    print(
+        f"rank {rank}: fsdp {name} ok: losses {[round(x, 4) for x in global_losses]} "
+        f"(cpu {[round(x, 4) for x in cpu_losses]}), param diff max {diffs.max():.1e} "
+        f"mean {diffs.mean():.1e}",
+        flush=True,
+    )
 
 # Parameters created on the meta device and initialised on the neuron device's generator.
 torch.neuron.manual_seed(123)
@@ -104,7 +120,10 @@ shards = [p.to_local() for p in meta.parameters()]
 assert all(s.device.type == "neuron" and torch.isfinite(s).all() for s in shards)
 loss = train(meta, batches()[:1], rank, world, "neuron")[0]
 assert torch.isfinite(loss).item(), loss
-print(f"rank {rank}: fsdp meta init ok, simulated {neuronsim.simulated_time_ns() / 1e6:.3f} ms, "
-      f"collectives {neuronsim._C._collective_totals()}", flush=True)
+print(
+    f"rank {rank}: fsdp meta init ok, simulated {neuronsim.simulated_time_ns() / 1e6:.3f} ms, "
+    f"collectives {neuronsim._C._collective_totals()}",
+    flush=True,
+)
 dist.destroy_process_group()
 sys.exit(0)

@@ -21,7 +21,9 @@ def gather(value: float) -> list[float]:
 
 def totals() -> dict:
     (core,) = neuronsim._C._collective_totals().keys() or [None]
-    return neuronsim._C._collective_totals().get(core, {"count": 0, "busy_ns": 0.0, "waited_ns": 0.0})
+    return neuronsim._C._collective_totals().get(
+        core, {"count": 0, "busy_ns": 0.0, "waited_ns": 0.0}
+    )
 
 
 a = torch.randn(512, 512, device=dev)
@@ -80,6 +82,9 @@ assert overlapped < compute_only + collective - 1000, (overlapped, compute_only,
 assert overlapped >= max(compute_only, collective), (overlapped, compute_only, collective)
 
 # The same program gives the same simulated times (deterministic).
-print(f"rank {rank}: timing ok (waited {waits[rank] / 1e3:.1f} us, all-reduce 16 MiB "
-      f"{collective / 1e3:.1f} us, overlapped {overlapped / 1e3:.1f} us)", flush=True)
+print(
+    f"rank {rank}: timing ok (waited {waits[rank] / 1e3:.1f} us, all-reduce 16 MiB "
+    f"{collective / 1e3:.1f} us, overlapped {overlapped / 1e3:.1f} us)",
+    flush=True,
+)
 dist.destroy_process_group()

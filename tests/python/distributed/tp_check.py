@@ -43,17 +43,28 @@ def close(name, got, want, tol=1e-5):
 # distribute_tensor, redistribute, full_tensor on 1-D and 2-D meshes.
 torch.manual_seed(0)
 full = torch.randn(8, 12)
-for placements, m in [([Shard(0)], mesh), ([Shard(1)], mesh), ([Replicate()], mesh),
-                      ([Shard(0), Shard(1)], mesh2), ([Replicate(), Shard(0)], mesh2)]:
+for placements, m in [
+    ([Shard(0)], mesh),
+    ([Shard(1)], mesh),
+    ([Replicate()], mesh),
+    ([Shard(0), Shard(1)], mesh2),
+    ([Replicate(), Shard(0)], mesh2),
+]:
     d = distribute_tensor(full.to(dev), m, placements)
     close(f"full_tensor {placements}", d, full)
     close(f"to replicate {placements}", d.redistribute(m, [Replicate()] * m.ndim).to_local(), full)
     close(f"to shard(1) {placements}", d.redistribute(m, [Shard(1)] * m.ndim), full)
 partial = DTensor.from_local(torch.full((4, 4), float(rank), device=dev), mesh, [Partial()])
-close("partial -> replicate", partial.redistribute(mesh, [Replicate()]).to_local(),
-      torch.full((4, 4), float(sum(range(world)))))
-close("partial -> shard", partial.redistribute(mesh, [Shard(0)]),
-      torch.full((4, 4), float(sum(range(world)))))
+close(
+    "partial -> replicate",
+    partial.redistribute(mesh, [Replicate()]).to_local(),
+    torch.full((4, 4), float(sum(range(world)))),
+)
+close(
+    "partial -> shard",
+    partial.redistribute(mesh, [Shard(0)]),
+    torch.full((4, 4), float(sum(range(world)))),
+)
 
 
 class MLP(torch.nn.Module):
@@ -98,7 +109,9 @@ def grads_close(name, model, ref, tol):
 torch.manual_seed(1)
 ref = MLP()
 x = torch.randn(4, 16)
-mlp = parallelize_module(copy.deepcopy(ref).to(dev), mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+mlp = parallelize_module(
+    copy.deepcopy(ref).to(dev), mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
+)
 out = mlp(x.to(dev))
 want = ref(x)
 close("mlp forward", out, want)
@@ -113,7 +126,9 @@ x = torch.randn(2, 8, 16)
 plan = {
     "norm1": SequenceParallel(),
     "attn": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
-    "attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(), "attn.v": ColwiseParallel(),
+    "attn.q": ColwiseParallel(),
+    "attn.k": ColwiseParallel(),
+    "attn.v": ColwiseParallel(),
     "attn.o": RowwiseParallel(output_layouts=Shard(1), use_local_output=False),
     "norm2": SequenceParallel(),
     "mlp": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
@@ -134,10 +149,18 @@ torch.manual_seed(3)
 ref = torch.nn.Sequential(Block(), Block())
 model = copy.deepcopy(ref)
 for blk in model:
-    parallelize_module(blk, mesh2["tp"], {
-        "attn.q": ColwiseParallel(), "attn.k": ColwiseParallel(), "attn.v": ColwiseParallel(),
-        "attn.o": RowwiseParallel(), "mlp.fc1": ColwiseParallel(), "mlp.fc2": RowwiseParallel(),
-    })
+    parallelize_module(
+        blk,
+        mesh2["tp"],
+        {
+            "attn.q": ColwiseParallel(),
+            "attn.k": ColwiseParallel(),
+            "attn.v": ColwiseParallel(),
+            "attn.o": RowwiseParallel(),
+            "mlp.fc1": ColwiseParallel(),
+            "mlp.fc2": RowwiseParallel(),
+        },
+    )
     fully_shard(blk, mesh=mesh2["dp"])
 fully_shard(model, mesh=mesh2["dp"])
 opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
@@ -157,8 +180,12 @@ for step in range(3):
     loss = loss.detach().clone()
     dist.all_reduce(loss, op=dist.ReduceOp.AVG)
     close(f"fsdp+tp loss step {step}", loss, ref_loss, 1e-4)
-diffs = torch.cat([(p.full_tensor().cpu() - q.detach()).abs().flatten()
-                   for p, q in zip(model.parameters(), ref.parameters(), strict=True)])
+diffs = torch.cat(
+    [
+        (p.full_tensor().cpu() - q.detach()).abs().flatten()
+        for p, q in zip(model.parameters(), ref.parameters(), strict=True)
+    ]
+)
 assert diffs.max() <= 5e-3 and diffs.mean() <= 1e-5, (diffs.max(), diffs.mean())
 
 # DTensor random ops draw from the neuron device's generator: replicated values agree on every
@@ -172,10 +199,15 @@ s = torch.distributed.tensor.randn(8, 8, device_mesh=mesh, placements=[Shard(0)]
 shards = [torch.empty(2, 8, device=dev) for _ in range(world)]
 dist.all_gather(shards, s.to_local())
 assert len({tuple(t.cpu().flatten().tolist()) for t in shards}) == world, "shards repeat"
-drop = torch.nn.functional.dropout(distribute_tensor(torch.ones(8, 8, device=dev), mesh, [Shard(0)]), 0.5)
+drop = torch.nn.functional.dropout(
+    distribute_tensor(torch.ones(8, 8, device=dev), mesh, [Shard(0)]), 0.5
+)
 assert set(drop.full_tensor().unique().cpu().tolist()) <= {0.0, 2.0}
 checks += 3
-print(f"rank {rank}: tp ok ({checks} checks; fsdp+tp param diff max {diffs.max():.1e} "
-      f"mean {diffs.mean():.1e})", flush=True)
+print(
+    f"rank {rank}: tp ok ({checks} checks; fsdp+tp param diff max {diffs.max():.1e} "
+    f"mean {diffs.mean():.1e})",
+    flush=True,
+)
 dist.destroy_process_group()
 sys.exit(0)

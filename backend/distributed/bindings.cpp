@@ -3,6 +3,7 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include "distributed/bindings.h"
+#include "aten/tensor_desc.h"
 #include "distributed/neuron_backend.h"
 #include "accelerator/context.h"
 
@@ -28,6 +29,16 @@ void register_bindings(py::module_& m) {
            py::arg("gloo"), py::arg("rank"), py::arg("size"), py::arg("device"), py::arg("group"),
            py::arg("places"), py::arg("inline_bytes"), py::arg("timeout_ms"),
            py::call_guard<py::gil_scoped_release>());
+
+  m.def(
+      "_host_view",
+      [](const at::Tensor& t) {
+        TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
+                    "_host_view takes a neuron tensor, got one on ", t.device());
+        return cpu_view(t);
+      },
+      "A CPU tensor aliasing a neuron tensor's memory (simulated HBM is host memory): the "
+      "collective benchmark runs plain Gloo on the same buffers.");
 
   m.def("_collective_totals", [] {
     py::dict out;

@@ -1,7 +1,9 @@
 """``neuronsim ls``: the simulated Neuron devices, like ``neuron-ls``: the instance type and, per
 device (``torch.device("neuron:i")``, a logical NeuronCore), the physical core that runs it, its
 NeuronCore generation, HBM capacity and preset. Honours NEURON_SIM_PRESET, NEURON_SIM_SET,
-NEURON_RT_VISIBLE_CORES and NEURON_RT_NUM_CORES, with --preset/--set on top."""
+NEURON_RT_VISIBLE_CORES and NEURON_RT_NUM_CORES, with --preset/--set on top. Also the
+instance's topology: its chips' NeuronLink torus, the network between instances and the
+collective algorithm in force."""
 
 from __future__ import annotations
 
@@ -31,6 +33,11 @@ def _box(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join([rule, line(headers), rule, *map(line, rows), rule])
 
 
+def _chip(logical_core: int, cores_per_chip: int, torus_cols: int) -> str:
+    chip = logical_core // cores_per_chip
+    return f"{chip} ({chip // torus_cols}, {chip % torus_cols})"
+
+
 def devices(config: dict) -> dict:
     from neuronsim import _C
 
@@ -43,7 +50,12 @@ def devices(config: dict) -> dict:
         generation = presets.info(presets.load(config["preset"])).get("generation", "unknown")
     except CLIError:
         generation = "unknown"  # a preset file that is gone: everything else still shows
+    try:
+        topology = _C._interconnect()
+    except RuntimeError:
+        topology = None  # a preset without collective parameters
     return {
+        "topology": topology,
         "instance_type": props[0]["instance"] if props else "",
         "preset": config["preset"],
         "overrides": config["overrides"],
@@ -72,10 +84,36 @@ def run(args) -> int:
     print(f"instance-type: {info['instance_type']} (simulated, preset {info['preset']})")
     if info["overrides"]:
         print(f"overrides: {', '.join(info['overrides'])}")
+    t = info["topology"]
+    if t:
+        links = (
+            f"{t['chips']} chips in a {t['torus_rows']}x{t['torus_cols']} NeuronLink torus "
+            f"({t['link_bytes_per_s'] / 1e9:.1f} GB/s per link each way)"
+            if t["chips"] > 1
+            else "1 chip"
+        )
+        print(f"topology: {links}, {t['cores_per_chip']} logical NeuronCores per chip")
+        print(
+            f"network: {t['network_bytes_per_s'] / 1e9:.1f} GB/s per instance between instances, "
+            f"{t['network_latency_ns'] / 1e3:.1f} us per step"
+        )
+        print(
+            f"collectives: {t['algorithm']} inside an instance, {t['inter_instance']} across "
+            f"instances; {t['dma_bytes_per_s'] / 1e9:.1f} GB/s collective DMA per rank, "
+            f"{t['launch_overhead_ns'] / 1e3:.1f} us launch + {t['step_latency_ns'] / 1e3:.1f} us "
+            "per step"
+        )
+    per_chip = (t["cores_per_chip"] if t else 0) or 1
+    cols = t["torus_cols"] if t else 1
     rows = [
         [
             d["index"],
             d["physical_core"],
+            _chip(
+                info["visible_cores"][d["index"]] if info["visible_cores"] else d["index"],
+                per_chip,
+                cols,
+            ),
             d["generation"],
             bytes_str(d["memory_bytes"]),
             d["preset"],
@@ -89,6 +127,7 @@ def run(args) -> int:
             [
                 "NEURON DEVICE",
                 "PHYSICAL CORE",
+                "CHIP (TORUS ROW, COL)",
                 "GENERATION",
                 "MEMORY",
                 "PRESET",

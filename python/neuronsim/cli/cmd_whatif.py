@@ -58,6 +58,13 @@ def add_parser(sub) -> None:
         metavar="DIR",
         help="keep each run's summary JSON here (inputs for `neuronsim diff`)",
     )
+    p.add_argument(
+        "--nproc-per-node",
+        type=int,
+        metavar="N",
+        help="a torch.distributed script: each combination runs N ranks (neuronsim run "
+        "--nproc-per-node N); the simulated time is the last rank's",
+    )
     p.add_argument("script", nargs="?", help="Python script to run")
     p.add_argument(
         "script_args", nargs=argparse.REMAINDER, metavar="args", help="arguments for the script"
@@ -102,6 +109,8 @@ def _child_command(args, values: dict[str, str], summary_path: str) -> list[str]
     ]
     if args.preset:
         cmd += ["--preset", args.preset]
+    if args.nproc_per_node:
+        cmd += ["--nproc-per-node", str(args.nproc_per_node)]
     for s in [*args.set, *(f"{k}={v}" for k, v in values.items())]:
         cmd += ["--set", s]
     return [*cmd, args.script, *args.script_args]

@@ -32,30 +32,27 @@ double premul_factor(const c10d::ReduceOp& op) {
 
 void reduce_ranks(const at::Tensor& stacked, const c10d::ReduceOp& op, at::Tensor out) {
   const int64_t n = stacked.size(0);
-  at::Tensor r;
+  at::Tensor flat = out.view({-1});
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
-      r = stacked.sum(0, false, stacked.scalar_type());
-      break;
     case c10d::ReduceOp::AVG:
-      r = stacked.sum(0, false, stacked.scalar_type()).div_(n);
-      break;
     case c10d::ReduceOp::PREMUL_SUM:
-      r = stacked.sum(0, false, stacked.scalar_type()).mul_(premul_factor(op));
-      break;
+      at::sum_out(flat, stacked, {0}, false, stacked.scalar_type());
+      if (op.op_ == c10d::ReduceOp::AVG) flat.div_(n);
+      if (op.op_ == c10d::ReduceOp::PREMUL_SUM) flat.mul_(premul_factor(op));
+      return;
     case c10d::ReduceOp::PRODUCT:
-      r = stacked.prod(0, false, stacked.scalar_type());
-      break;
+      at::prod_out(flat, stacked, 0, false, stacked.scalar_type());
+      return;
     case c10d::ReduceOp::MIN:
-      r = stacked.amin(0);
-      break;
+      at::amin_out(flat, stacked, {0});
+      return;
     case c10d::ReduceOp::MAX:
-      r = stacked.amax(0);
-      break;
+      at::amax_out(flat, stacked, {0});
+      return;
     default:
       TORCH_CHECK(false, "neuron backend: unsupported reduce op");
   }
-  out.copy_(r.view(out.sizes()));
 }
 
 c10d::ReduceOp gloo_reduce_op(const c10d::ReduceOp& op) {

@@ -147,8 +147,15 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   const bool fits = payload <= layout_.inline_bytes;
   const Header mine =
       make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps), fits ? payload : -1);
-  at::Tensor slot = at::zeros({layout_.slot_bytes()}, at::kByte);
+  // The exchange buffers are reused: the exchange completes before run() returns and the
+  // gathered slots are read only here.
+  if (!slot_.defined()) {
+    slot_ = at::zeros({layout_.slot_bytes()}, at::kByte);
+    gathered_ = at::empty({size_ * layout_.slot_bytes()}, at::kByte);
+  }
+  at::Tensor slot = slot_;
   uint8_t* s = slot.data_ptr<uint8_t>();
+  std::memset(s, 0, layout_.payload_offset());
   std::memcpy(s, &mine, sizeof(Header));
   auto* splits = reinterpret_cast<int64_t*>(s + layout_.splits_offset());
   for (size_t i = 0; i < plan.call.send_splits.size(); ++i) {
@@ -158,7 +165,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   if (fits && payload > 0) {
     std::memcpy(s + layout_.payload_offset(), plan.payload.data_ptr(), payload);
   }
-  Gathered g{at::empty({size_ * layout_.slot_bytes()}, at::kByte), layout_};
+  Gathered g{gathered_, layout_};
   try {
     gloo_->_allgather_base(g.all, slot, c10d::AllgatherOptions())->wait();
   } catch (...) {

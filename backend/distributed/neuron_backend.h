@@ -102,6 +102,7 @@ class NeuronBackend final : public c10d::Backend {
   uint32_t core_ = 0;  // this rank's physical NeuronCore in this process's device
   std::unique_ptr<collectives::CollectiveModel> model_;
   uint64_t sequence_ = 0;
+  at::Tensor slot_, gathered_;  // this rank's slot and every rank's, reused by run()
   std::mutex mutex_;  // one collective is described, exchanged and placed at a time
 };
 

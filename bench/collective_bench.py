@@ -1,0 +1,221 @@
+"""Collective benchmark of the neuron c10d backend, in the style of nccl-tests / nccom-test.
+
+    .venv/bin/python bench/collective_bench.py --ranks 8 [--preset trn1.32xlarge]
+        [--ops all_reduce,all_gather,reduce_scatter,all_to_all] [--min 1K] [--max 256M]
+        [--factor 4] [--iters N] [--json out.json]
+
+Launches the ranks with torchrun (one process per rank, each with its own simulated
+NeuronCore: rank r on core r of the preset's instance) and, for every collective and size,
+prints what the simulated hardware took (the collective's span on the device timeline, from
+the collective model through the backend, as a user's program gets it) with nccl-tests'
+algorithm and bus bandwidth, and the host wall time per collective against plain Gloo on the
+same buffers as CPU tensors, measured in the same run with neuron and Gloo iterations
+interleaved (goal: within 1.5x).
+
+Sizes follow nccl-tests: all_reduce the buffer, all_gather its output, reduce_scatter its
+input, all_to_all one rank's input; float32 data. A size whose buffers would not fit in the
+memory this machine has free is skipped and says so (32 ranks of 256 MiB take 8+ GiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+BUS_FACTOR = {
+    "all_reduce": lambda n: 2 * (n - 1) / n,
+    "all_gather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "all_to_all": lambda n: (n - 1) / n,
+}
+
+
+def parse_size(text: str) -> int:
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = units.get(text[-1:], 1)
+    return int(float(text[:-1] if text[-1:] in units else text) * scale)
+
+
+def size_str(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} B"
+
+
+def available_bytes() -> int:
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------
+# One rank
+
+
+def worker(args) -> None:
+    import neuronsim  # noqa: F401
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("neuron")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    gloo = dist.new_group(backend="gloo")
+    host_view = neuronsim._C._host_view
+
+    def busy_ns() -> float:
+        totals = neuronsim._C._collective_totals()
+        return sum(t["busy_ns"] for t in totals.values())
+
+    def buffers(op: str, size: int):
+        n = size // 4
+        if op == "all_reduce":
+            return torch.ones(n, device="neuron"), None
+        if op == "all_gather":
+            return torch.ones(n // world, device="neuron"), torch.empty(n, device="neuron")
+        if op == "reduce_scatter":
+            return torch.ones(n, device="neuron"), torch.empty(n // world, device="neuron")
+        return torch.ones(n, device="neuron"), torch.empty(n, device="neuron")
+
+    def run(op: str, x, y, group=None):
+        if op == "all_reduce":
+            dist.all_reduce(x, group=group)
+        elif op == "all_gather":
+            dist.all_gather_into_tensor(y, x, group=group)
+        elif op == "reduce_scatter":
+            dist.reduce_scatter_tensor(y, x, group=group)
+        else:
+            dist.all_to_all_single(y, x, group=group)
+
+    # Every rank decides to skip a size together (rank 0's view of free memory).
+    results = []
+    sizes = []
+    s = args.min
+    while s <= args.max:
+        sizes.append(s)
+        s *= args.factor
+    for op in args.ops:
+        for size in sizes:
+            if size % (4 * world):
+                continue
+            need = torch.tensor([size * 2 * world * 1.3 + (1 << 30)], dtype=torch.float64)
+            ok = torch.tensor([float(available_bytes() >= need.item())])
+            dist.broadcast(ok, 0, group=gloo)
+            if not ok.item():
+                results.append({"op": op, "size": size, "skipped": True,
+                                "need_bytes": int(need.item()), "available_bytes": available_bytes()})
+                continue
+            x, y = buffers(op, size)
+            hx, hy = host_view(x), host_view(y) if y is not None else None
+            iters = args.iters or max(3, min(50, int(2e8 // (size * world)) + 3))
+            run(op, x, y)  # warm up both paths (connections, caches)
+            run(op, hx, hy, gloo)
+            neuron_wall, gloo_wall = [], []
+            b0 = busy_ns()
+            for _ in range(iters):
+                dist.barrier(group=gloo)
+                t = time.perf_counter()
+                run(op, x, y)
+                neuron_wall.append(time.perf_counter() - t)
+                dist.barrier(group=gloo)
+                t = time.perf_counter()
+                run(op, hx, hy, gloo)
+                gloo_wall.append(time.perf_counter() - t)
+            sim_ns = (busy_ns() - b0) / iters
+            nw, gw = statistics.median(neuron_wall), statistics.median(gloo_wall)
+            algbw = size / (sim_ns * 1e-9) / 1e9
+            results.append({
+                "op": op, "size": size, "ranks": world, "iters": iters,
+                "simulated_us": sim_ns / 1e3, "algbw_gbps": algbw,
+                "busbw_gbps": algbw * BUS_FACTOR[op](world),
+                "neuron_wall_us": nw * 1e6, "gloo_wall_us": gw * 1e6, "ratio": nw / gw,
+            })
+            if rank == 0:
+                print(format_row(results[-1]), flush=True)
+            del x, y, hx, hy
+    if rank == 0 and args.json:
+        with open(args.json, "w") as f:
+            json.dump({"ranks": world, "preset": os.environ.get("NEURON_SIM_PRESET", ""),
+                       "results": results}, f, indent=1)
+    if rank == 0:
+        summarize(results)
+    dist.destroy_process_group()
+
+
+HEADER = (f"{'op':>15} {'size':>10} {'sim time(us)':>13} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}"
+          f" {'neuron wall(us)':>16} {'gloo wall(us)':>14} {'ratio':>6}")
+
+
+def format_row(r: dict) -> str:
+    if r.get("skipped"):
+        return (f"{r['op']:>15} {size_str(r['size']):>10}  skipped: needs "
+                f"{r['need_bytes'] / 2**30:.1f} GiB, {r['available_bytes'] / 2**30:.1f} GiB free")
+    return (f"{r['op']:>15} {size_str(r['size']):>10} {r['simulated_us']:>13.1f} "
+            f"{r['algbw_gbps']:>12.2f} {r['busbw_gbps']:>12.2f} {r['neuron_wall_us']:>16.1f} "
+            f"{r['gloo_wall_us']:>14.1f} {r['ratio']:>6.2f}")
+
+
+def summarize(results: list[dict]) -> None:
+    done = [r for r in results if not r.get("skipped")]
+    if not done:
+        return
+    ratios = [r["ratio"] for r in done]
+    worst = max(done, key=lambda r: r["ratio"])
+    within = sum(1 for x in ratios if x <= 1.5)
+    print(f"host wall time vs plain Gloo: median ratio {statistics.median(ratios):.2f}, "
+          f"{within}/{len(ratios)} sizes within 1.5x, worst {worst['ratio']:.2f} "
+          f"({worst['op']} {size_str(worst['size'])})")
+    for op in OPS:
+        rows = [r for r in done if r["op"] == op]
+        if rows:
+            print(f"{op}: latency floor {rows[0]['simulated_us']:.1f} us at "
+                  f"{size_str(rows[0]['size'])}, bus bandwidth {rows[-1]['busbw_gbps']:.1f} GB/s "
+                  f"at {size_str(rows[-1]['size'])}")
+
+
+# ------------------------------------------------------------------------------------------------
+# The launcher
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--preset", default="trn1.32xlarge")
+    p.add_argument("--ops", default=",".join(OPS))
+    p.add_argument("--min", default="1K")
+    p.add_argument("--max", default="256M")
+    p.add_argument("--factor", type=int, default=4)
+    p.add_argument("--iters", type=int, default=0, help="per size (default: by size)")
+    p.add_argument("--json", help="write the results as JSON")
+    worker_argv = os.environ.get("COLLECTIVE_BENCH_ARGS")
+    args = p.parse_args(json.loads(worker_argv) if worker_argv else argv)
+    args.ops = [o for o in args.ops.split(",") if o]
+    bad = [o for o in args.ops if o not in OPS]
+    if bad:
+        p.error(f"unknown op(s) {bad}; choose from {', '.join(OPS)}")
+    args.min, args.max = parse_size(args.min), parse_size(args.max)
+    if worker_argv:
+        worker(args)
+        return 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_")}
+    env.update(NEURON_SIM_PRESET=args.preset, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
+               COLLECTIVE_BENCH_ARGS=json.dumps(sys.argv[1:] if argv is None else argv))
+    print(f"collective benchmark: {args.ranks} ranks of {args.preset}, float32, "
+          f"{size_str(args.min)} .. {size_str(args.max)}")
+    print(HEADER, flush=True)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+           str(args.ranks), os.path.abspath(__file__)]
+    return subprocess.run(cmd, env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -126,6 +126,11 @@ int NeuronBackend::check_root(int64_t root, const char* collective) const {
   return static_cast<int>(root);
 }
 
+void NeuronBackend::check_tag(int tag, const char* collective) const {
+  TORCH_CHECK(tag != kHeaderTag, "neuron backend: ", collective, " with tag ", tag,
+              ", which the backend reserves for its collectives' headers");
+}
+
 void NeuronBackend::check_peer(int peer, const char* collective) const {
   TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, "neuron backend: ", collective,
               " with peer ", peer, " from rank ", rank_, " in a group of ", size_, " ranks");
@@ -142,19 +147,20 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     return a;
   });
 
-  // 1. Every rank says what it is about to do and when it got there (and small data).
+  // 1. Every rank says what it is about to do and when it got there (and small data): it sends
+  // its slot to every other rank and receives theirs into full-size slots. Gloo accepts a
+  // message shorter than the receiving buffer, so only what is used travels, and ranks that
+  // disagree about sizes still get each other's headers (and fail with a clear error below)
+  // instead of corrupting a Gloo collective.
   const int64_t payload = plan.payload.defined() ? plan.payload.numel() : 0;
   const bool fits = payload <= layout_.inline_bytes;
-  const Header mine =
-      make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps), fits ? payload : -1);
+  const Header mine = make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps),
+                                  fits ? payload : -1);
   // The exchange buffers are reused: the exchange completes before run() returns and the
-  // gathered slots are read only here.
-  if (!slot_.defined()) {
-    slot_ = at::zeros({layout_.slot_bytes()}, at::kByte);
-    gathered_ = at::empty({size_ * layout_.slot_bytes()}, at::kByte);
-  }
-  at::Tensor slot = slot_;
-  uint8_t* s = slot.data_ptr<uint8_t>();
+  // received slots are read only here.
+  if (!gathered_.defined()) gathered_ = at::empty({size_ * layout_.slot_bytes()}, at::kByte);
+  Gathered g{gathered_, layout_};
+  uint8_t* s = g.all.data_ptr<uint8_t>() + rank_ * layout_.slot_bytes();
   std::memset(s, 0, layout_.payload_offset());
   std::memcpy(s, &mine, sizeof(Header));
   auto* splits = reinterpret_cast<int64_t*>(s + layout_.splits_offset());
@@ -165,9 +171,20 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   if (fits && payload > 0) {
     std::memcpy(s + layout_.payload_offset(), plan.payload.data_ptr(), payload);
   }
-  Gathered g{gathered_, layout_};
+  const int64_t sent = layout_.payload_offset() + (fits ? payload : 0);
   try {
-    gloo_->_allgather_base(g.all, slot, c10d::AllgatherOptions())->wait();
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      std::vector<at::Tensor> in{g.all.narrow(0, r * layout_.slot_bytes(), layout_.slot_bytes())};
+      works.push_back(gloo_->recv(in, r, kHeaderTag));
+    }
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      std::vector<at::Tensor> out{g.all.narrow(0, rank_ * layout_.slot_bytes(), sent)};
+      works.push_back(gloo_->send(out, r, kHeaderTag));
+    }
+    for (auto& w : works) w->wait();
   } catch (...) {
     std::rethrow_exception(backend_error(
         fmt::format("neuron backend: {} failed on {}: the ranks could not exchange the "
@@ -769,6 +786,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::send(std::vector<at::Tensor>& tens
                                                    int tag) {
   TORCH_CHECK(tensors.size() == 1, "neuron backend: send takes one tensor");
   check_peer(dst_rank, "send");
+  check_tag(tag, "send");
   const at::Tensor view = view_of(tensors[0], "send");
   const uint32_t dev = static_cast<uint32_t>(opts_.device);
   const c10::StreamId stream = current_stream(opts_.device).id();
@@ -839,6 +857,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::recv(std::vector<at::Tensor>& tens
                                                    int tag) {
   TORCH_CHECK(tensors.size() == 1, "neuron backend: recv takes one tensor");
   check_peer(src_rank, "recv");
+  check_tag(tag, "recv");
   const at::Tensor view = view_of(tensors[0], "recv");
   const uint32_t dev = static_cast<uint32_t>(opts_.device);
   const c10::StreamId stream = current_stream(opts_.device).id();

@@ -94,6 +94,7 @@ class NeuronBackend final : public c10d::Backend {
   std::vector<at::Tensor> views_of(const std::vector<at::Tensor>& ts, const char* collective) const;
   int check_root(int64_t root, const char* collective) const;
   void check_peer(int peer, const char* collective) const;
+  void check_tag(int tag, const char* collective) const;
   std::string where() const;
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
@@ -102,7 +103,9 @@ class NeuronBackend final : public c10d::Backend {
   uint32_t core_ = 0;  // this rank's physical NeuronCore in this process's device
   std::unique_ptr<collectives::CollectiveModel> model_;
   uint64_t sequence_ = 0;
-  at::Tensor slot_, gathered_;  // this rank's slot and every rank's, reused by run()
+  at::Tensor gathered_;  // every rank's slot (this rank's included), reused by run()
+  /// The Gloo point-to-point tag of the header exchange (user sends and receives may not use it).
+  static constexpr int kHeaderTag = 0x7ffffff0;
   std::mutex mutex_;  // one collective is described, exchanged and placed at a time
 };
 

@@ -22,7 +22,8 @@ _incarnations: dict[str, int] = {}
 
 def _inline_bytes(size: int) -> int:
     """Data up to this many bytes per rank travels with the header every collective exchanges
-    (one round trip instead of two); larger data goes through Gloo's own collective."""
+    (one round trip instead of two); larger data goes through Gloo's own collective. Inline data
+    goes from every rank to every other (N(N-1) messages), so the limit falls with N squared."""
     value = os.environ.get("NEURON_SIM_CC_INLINE_BYTES")
     if value:
         try:
@@ -34,7 +35,7 @@ def _inline_bytes(size: int) -> int:
         if n < 0:
             raise RuntimeError("neuron backend: NEURON_SIM_CC_INLINE_BYTES must be >= 0")
         return n
-    return max(4096, min(65536, 262144 // max(size, 1)))
+    return max(4096, min(1 << 20, (4 << 20) // max(size, 1) ** 2))
 
 
 def _exchange(store, rank: int, size: int, mine: dict, timeout: datetime.timedelta) -> list[dict]:

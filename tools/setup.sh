@@ -44,8 +44,9 @@ cmake --build "$BUILD_DIR" -j "$(nproc)"
 if [ "$BACKEND" = "ON" ]; then
   # The extension is built by CMake (above) into python/neuronsim/; this only links the package
   # into the venv (editable: pyproject.toml's override runs no CMake) and registers its
-  # torch.backends entry point and console script.
-  if ! .venv/bin/python -c "import importlib.metadata as m; m.version('neuronsim')" >/dev/null 2>&1; then
+  # torch.backends entry point and console script; again when a package was added (torch_neuronx,
+  # the TorchNeuron stand-in).
+  if ! .venv/bin/python -c "import importlib.metadata as m, importlib.util as u, sys; m.version('neuronsim'); sys.exit(u.find_spec('torch_neuronx') is None)" >/dev/null 2>&1; then
     .venv/bin/pip install -q --no-build-isolation --no-deps -e .
   fi
 fi

@@ -120,3 +120,154 @@ def test_a_dead_or_stuck_rank_makes_the_others_raise(mode):
         assert float(seconds) < (3 if mode == "kill" else 15), raised
     assert elapsed < 120
     assert not _leftovers(marker), _leftovers(marker)
+
+
+def test_ways_to_pick_the_neuron_backend():
+    lines = ranks_say(torchrun("init_check.py", 2), r"init ok", 2)
+    # The Neuron runtime's placement: each rank sees its local rank's core as neuron:0.
+    assert any("rank 0 on instance 0 core 0" in ln for ln in lines), lines
+    assert any("rank 1 on instance 0 core 1" in ln for ln in lines), lines
+    assert all("(neuron:0, 1 visible" in ln for ln in lines), lines
+
+
+def test_two_nodes_on_loopback():
+    # Two torchrun agents, one rank each, as a two-instance job would run: the ranks sit on
+    # different simulated instances and their collectives cross the network (EFA).
+    port = free_port()
+
+    def node(rank: int) -> subprocess.Popen:
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(rank),
+            "--nproc-per-node",
+            "1",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            str(SCRIPTS / "init_check.py"),
+        ]
+        return subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO
+        )
+
+    nodes = [node(0), node(1)]
+    outs = [p.communicate(timeout=300) for p in nodes]
+    for p, (out, err) in zip(nodes, outs, strict=True):
+        assert p.returncode == 0, out + err[-4000:]
+    text = outs[0][0] + outs[1][0]
+    assert "rank 0 on instance 0 core 0: init ok" in text, text
+    assert "rank 1 on instance 1 core 0: init ok" in text, text
+
+
+@pytest.mark.parametrize("nproc", [2, 4])
+def test_fsdp2_trains_like_cpu(nproc):
+    proc = torchrun("fsdp_check.py", nproc)
+    ranks_say(proc, r"fsdp float32 ok", nproc)
+    ranks_say(proc, r"fsdp bfloat16 ok", nproc)
+    ranks_say(proc, r"fsdp meta init ok", nproc)
+
+
+def test_tensor_parallel_and_dtensor_match_cpu():
+    ranks_say(torchrun("tp_check.py", 4), r"tp ok", 4)
+
+
+def test_accelerate_launch_fsdp2_picks_neuron():
+    cmd = [
+        str(Path(sys.executable).parent / "accelerate"),
+        "launch",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--multi_gpu",
+        "--main_process_port",
+        str(free_port()),
+        str(SCRIPTS / "accelerate_check.py"),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=REPO, timeout=600)
+    for line in ranks_say(proc, r"accelerate ok", 2):
+        assert "DistributedType.FSDP, backend neuron, neuron:0" in line, line
+
+
+EXAMPLE = Path(REPO) / "examples" / "distributed_train.py"
+
+
+def test_neuronsim_run_under_torchrun_merges_the_rank_traces(tmp_path):
+    from neuronsim.cli import ranks, trace_data
+
+    trace = tmp_path / "dist.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "neuronsim",
+        "run",
+        "--trace",
+        str(trace),
+        str(EXAMPLE),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=REPO, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert "merged trace of 2 ranks" in proc.stderr
+    merged = trace_data.load(str(trace))
+    assert ranks.is_merged(merged)
+    processes = {s.process for s in merged.slices}
+    assert processes == {"rank 0 (instance 0, nc0)", "rank 1 (instance 0, nc1)"}, processes
+    rows = {(s.process.split()[1], s.row) for s in merged.slices}
+    assert ("0", "nc0 Collectives pg0") in rows and ("1", "nc1 TensorE") in rows
+    names = {s.name for s in merged.slices if s.row.endswith("Collectives pg0")}
+    assert {"all_reduce", "wait all_reduce"} <= names, names
+    # Rank 1 computes 4x more: rank 0 waits for it at the all-reduces, rank 1 never waits.
+    r0, r1 = ranks.breakdown(ranks.split(merged))
+    assert r0["waiting_ns"] > 1e6 and r1["waiting_ns"] == 0.0, (r0, r1)
+    assert r0["communication_ns"] == r1["communication_ns"] > 0
+    assert abs(r0["simulated_time_ns"] - r1["simulated_time_ns"]) < 0.01 * r0["simulated_time_ns"]
+    report = subprocess.run(
+        [sys.executable, "-m", "neuronsim", "report", str(trace), "--top", "3"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        cwd=REPO,
+        timeout=120,
+    )
+    assert report.returncode == 0, report.stderr
+    assert "Ranks (2): compute, communication and waiting" in report.stdout
+    assert re.search(r"^\s+0\s+i0 nc0\s+.*ms \(\d+\.\d%\)", report.stdout, re.M), report.stdout
+
+
+def test_whatif_changes_collective_time(tmp_path):
+    cmd = [
+        sys.executable,
+        "-m",
+        "neuronsim",
+        "whatif",
+        "--nproc-per-node",
+        "2",
+        "--jobs",
+        "2",
+        "--csv",
+        str(tmp_path / "w.csv"),
+        "--sweep",
+        "collectives.step_latency_ns=3200,200000",
+        str(EXAMPLE),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=REPO, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    rows = (tmp_path / "w.csv").read_text().splitlines()[1:]
+    fast, slow = (float(r.split(",")[1]) for r in rows)
+    # 15 all-reduces of 2 ring steps each: every step 196.8 us slower.
+    assert slow - fast == pytest.approx(15 * 2 * 196800, rel=0.01), (fast, slow)

@@ -9,6 +9,7 @@ import neuronsim  # noqa: F401
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
+from say import say
 
 dist.init_process_group("cpu:gloo,neuron:neuron")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -229,6 +230,6 @@ for n in SIZES:
 
 dist.barrier()
 dist.barrier(device_ids=None)
-print(f"rank {rank}: {checks} checks passed", flush=True)
+say(f"rank {rank}: {checks} checks passed")
 dist.destroy_process_group()
 sys.exit(0)

@@ -7,6 +7,7 @@ import os
 import neuronsim
 import torch
 import torch.distributed as dist
+from say import say
 
 local = int(os.environ["LOCAL_RANK"])
 neuronsim.configure("trn1.32xlarge", visible_cores=[2 * local, 2 * local + 1])
@@ -83,5 +84,5 @@ expect(
     ),
 )
 still_works()
-print(f"rank {rank}: {checked} errors ok", flush=True)
+say(f"rank {rank}: {checked} errors ok")
 dist.destroy_process_group()

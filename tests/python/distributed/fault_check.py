@@ -12,6 +12,7 @@ import time
 import neuronsim  # noqa: F401
 import torch
 import torch.distributed as dist
+from say import say
 
 mode, timeout = sys.argv[1], float(sys.argv[2])  # argv[3]: a marker for the test
 dist.init_process_group("neuron", timeout=datetime.timedelta(seconds=timeout))
@@ -25,7 +26,7 @@ try:
         loss = model(torch.randn(8, 64, device="neuron")).square().mean()
         loss.backward()
         if rank == 1 and step == 3:
-            print(f"rank 1 {'killed' if mode == 'kill' else 'stuck'} in step {step}", flush=True)
+            say(f"rank 1 {'killed' if mode == 'kill' else 'stuck'} in step {step}")
             if mode == "kill":
                 os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(3600)
@@ -35,9 +36,6 @@ try:
         opt.zero_grad()
 except Exception as e:  # noqa: BLE001
     first = str(e).strip().splitlines()[0]
-    print(
-        f"rank {rank} raised after {time.monotonic() - began:.1f} s: {type(e).__name__}: {first}",
-        flush=True,
-    )
+    say(f"rank {rank} raised after {time.monotonic() - began:.1f} s: {type(e).__name__}: {first}")
     os._exit(3)
-print(f"rank {rank} finished without noticing", flush=True)
+say(f"rank {rank} finished without noticing")

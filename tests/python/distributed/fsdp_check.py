@@ -10,6 +10,7 @@ import sys
 import neuronsim
 import torch
 import torch.distributed as dist
+from say import say
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -98,11 +99,10 @@ for name, policy, tol, max_diff, mean_diff in CASES:
         ]
     )
     assert diffs.max() <= max_diff and diffs.mean() <= mean_diff, (name, diffs.max(), diffs.mean())
-    print(
+    say(
         f"rank {rank}: fsdp {name} ok: losses {[round(x, 4) for x in global_losses]} "
         f"(cpu {[round(x, 4) for x in cpu_losses]}), param diff max {diffs.max():.1e} "
-        f"mean {diffs.mean():.1e}",
-        flush=True,
+        f"mean {diffs.mean():.1e}"
     )
 
 # Parameters created on the meta device and initialised on the neuron device's generator.
@@ -120,10 +120,9 @@ shards = [p.to_local() for p in meta.parameters()]
 assert all(s.device.type == "neuron" and torch.isfinite(s).all() for s in shards)
 loss = train(meta, batches()[:1], rank, world, "neuron")[0]
 assert torch.isfinite(loss).item(), loss
-print(
+say(
     f"rank {rank}: fsdp meta init ok, simulated {neuronsim.simulated_time_ns() / 1e6:.3f} ms, "
-    f"collectives {neuronsim._C._collective_totals()}",
-    flush=True,
+    f"collectives {neuronsim._C._collective_totals()}"
 )
 dist.destroy_process_group()
 sys.exit(0)

@@ -9,6 +9,7 @@ import neuronsim
 import torch
 import torch.distributed as dist
 from neuronsim.distributed import this_rank
+from say import say
 from torch.distributed.device_mesh import init_device_mesh
 
 
@@ -41,10 +42,9 @@ neuron_backend_in_use()
 all_reduce_ok()
 place = this_rank()
 busy = next(iter(neuronsim._C._collective_totals().values()))["busy_ns"]
-print(
+say(
     f"rank {dist.get_rank()} on instance {place.instance} core {place.core}: init ok "
     f"(neuron:{place.device}, {torch.neuron.device_count()} visible, collectives "
-    f"{busy / 1e3:.1f} us)",
-    flush=True,
+    f"{busy / 1e3:.1f} us)"
 )
 dist.destroy_process_group()

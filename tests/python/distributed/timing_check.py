@@ -6,6 +6,7 @@ issued after it. Prints "rank R: timing ok" per rank."""
 import neuronsim
 import torch
 import torch.distributed as dist
+from say import say
 
 dist.init_process_group("neuron")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -82,9 +83,8 @@ assert overlapped < compute_only + collective - 1000, (overlapped, compute_only,
 assert overlapped >= max(compute_only, collective), (overlapped, compute_only, collective)
 
 # The same program gives the same simulated times (deterministic).
-print(
+say(
     f"rank {rank}: timing ok (waited {waits[rank] / 1e3:.1f} us, all-reduce 16 MiB "
-    f"{collective / 1e3:.1f} us, overlapped {overlapped / 1e3:.1f} us)",
-    flush=True,
+    f"{collective / 1e3:.1f} us, overlapped {overlapped / 1e3:.1f} us)"
 )
 dist.destroy_process_group()

@@ -9,6 +9,7 @@ import sys
 import neuronsim  # noqa: F401
 import torch
 import torch.distributed as dist
+from say import say
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
@@ -204,10 +205,9 @@ drop = torch.nn.functional.dropout(
 )
 assert set(drop.full_tensor().unique().cpu().tolist()) <= {0.0, 2.0}
 checks += 3
-print(
+say(
     f"rank {rank}: tp ok ({checks} checks; fsdp+tp param diff max {diffs.max():.1e} "
-    f"mean {diffs.mean():.1e})",
-    flush=True,
+    f"mean {diffs.mean():.1e})"
 )
 dist.destroy_process_group()
 sys.exit(0)

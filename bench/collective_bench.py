@@ -111,8 +111,16 @@ def worker(args) -> None:
             ok = torch.tensor([float(available_bytes() >= need.item())])
             dist.broadcast(ok, 0, group=gloo)
             if not ok.item():
-                results.append({"op": op, "size": size, "skipped": True,
-                                "need_bytes": int(need.item()), "available_bytes": available_bytes()})
+                free = available_bytes()
+                results.append(
+                    {
+                        "op": op,
+                        "size": size,
+                        "skipped": True,
+                        "need_bytes": int(need.item()),
+                        "available_bytes": free,
+                    }
+                )
                 continue
             x, y = buffers(op, size)
             hx, hy = host_view(x), host_view(y) if y is not None else None
@@ -133,35 +141,56 @@ def worker(args) -> None:
             sim_ns = (busy_ns() - b0) / iters
             nw, gw = statistics.median(neuron_wall), statistics.median(gloo_wall)
             algbw = size / (sim_ns * 1e-9) / 1e9
-            results.append({
-                "op": op, "size": size, "ranks": world, "iters": iters,
-                "simulated_us": sim_ns / 1e3, "algbw_gbps": algbw,
-                "busbw_gbps": algbw * BUS_FACTOR[op](world),
-                "neuron_wall_us": nw * 1e6, "gloo_wall_us": gw * 1e6, "ratio": nw / gw,
-            })
+            results.append(
+                {
+                    "op": op,
+                    "size": size,
+                    "ranks": world,
+                    "iters": iters,
+                    "simulated_us": sim_ns / 1e3,
+                    "algbw_gbps": algbw,
+                    "busbw_gbps": algbw * BUS_FACTOR[op](world),
+                    "neuron_wall_us": nw * 1e6,
+                    "gloo_wall_us": gw * 1e6,
+                    "ratio": nw / gw,
+                }
+            )
             if rank == 0:
                 print(format_row(results[-1]), flush=True)
             del x, y, hx, hy
     if rank == 0 and args.json:
         with open(args.json, "w") as f:
-            json.dump({"ranks": world, "preset": os.environ.get("NEURON_SIM_PRESET", ""),
-                       "results": results}, f, indent=1)
+            json.dump(
+                {
+                    "ranks": world,
+                    "preset": os.environ.get("NEURON_SIM_PRESET", ""),
+                    "results": results,
+                },
+                f,
+                indent=1,
+            )
     if rank == 0:
         summarize(results)
     dist.destroy_process_group()
 
 
-HEADER = (f"{'op':>15} {'size':>10} {'sim time(us)':>13} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}"
-          f" {'neuron wall(us)':>16} {'gloo wall(us)':>14} {'ratio':>6}")
+HEADER = (
+    f"{'op':>15} {'size':>10} {'sim time(us)':>13} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}"
+    f" {'neuron wall(us)':>16} {'gloo wall(us)':>14} {'ratio':>6}"
+)
 
 
 def format_row(r: dict) -> str:
     if r.get("skipped"):
-        return (f"{r['op']:>15} {size_str(r['size']):>10}  skipped: needs "
-                f"{r['need_bytes'] / 2**30:.1f} GiB, {r['available_bytes'] / 2**30:.1f} GiB free")
-    return (f"{r['op']:>15} {size_str(r['size']):>10} {r['simulated_us']:>13.1f} "
-            f"{r['algbw_gbps']:>12.2f} {r['busbw_gbps']:>12.2f} {r['neuron_wall_us']:>16.1f} "
-            f"{r['gloo_wall_us']:>14.1f} {r['ratio']:>6.2f}")
+        return (
+            f"{r['op']:>15} {size_str(r['size']):>10}  skipped: needs "
+            f"{r['need_bytes'] / 2**30:.1f} GiB, {r['available_bytes'] / 2**30:.1f} GiB free"
+        )
+    return (
+        f"{r['op']:>15} {size_str(r['size']):>10} {r['simulated_us']:>13.1f} "
+        f"{r['algbw_gbps']:>12.2f} {r['busbw_gbps']:>12.2f} {r['neuron_wall_us']:>16.1f} "
+        f"{r['gloo_wall_us']:>14.1f} {r['ratio']:>6.2f}"
+    )
 
 
 def summarize(results: list[dict]) -> None:
@@ -171,15 +200,19 @@ def summarize(results: list[dict]) -> None:
     ratios = [r["ratio"] for r in done]
     worst = max(done, key=lambda r: r["ratio"])
     within = sum(1 for x in ratios if x <= 1.5)
-    print(f"host wall time vs plain Gloo: median ratio {statistics.median(ratios):.2f}, "
-          f"{within}/{len(ratios)} sizes within 1.5x, worst {worst['ratio']:.2f} "
-          f"({worst['op']} {size_str(worst['size'])})")
+    print(
+        f"host wall time vs plain Gloo: median ratio {statistics.median(ratios):.2f}, "
+        f"{within}/{len(ratios)} sizes within 1.5x, worst {worst['ratio']:.2f} "
+        f"({worst['op']} {size_str(worst['size'])})"
+    )
     for op in OPS:
         rows = [r for r in done if r["op"] == op]
         if rows:
-            print(f"{op}: latency floor {rows[0]['simulated_us']:.1f} us at "
-                  f"{size_str(rows[0]['size'])}, bus bandwidth {rows[-1]['busbw_gbps']:.1f} GB/s "
-                  f"at {size_str(rows[-1]['size'])}")
+            print(
+                f"{op}: latency floor {rows[0]['simulated_us']:.1f} us at "
+                f"{size_str(rows[0]['size'])}, bus bandwidth {rows[-1]['busbw_gbps']:.1f} GB/s "
+                f"at {size_str(rows[-1]['size'])}"
+            )
 
 
 # ------------------------------------------------------------------------------------------------
@@ -207,13 +240,26 @@ def main(argv=None) -> int:
         worker(args)
         return 0
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_")}
-    env.update(NEURON_SIM_PRESET=args.preset, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
-               COLLECTIVE_BENCH_ARGS=json.dumps(sys.argv[1:] if argv is None else argv))
-    print(f"collective benchmark: {args.ranks} ranks of {args.preset}, float32, "
-          f"{size_str(args.min)} .. {size_str(args.max)}")
+    env.update(
+        NEURON_SIM_PRESET=args.preset,
+        OMP_NUM_THREADS="1",
+        PYTHONWARNINGS="ignore",
+        COLLECTIVE_BENCH_ARGS=json.dumps(sys.argv[1:] if argv is None else argv),
+    )
+    print(
+        f"collective benchmark: {args.ranks} ranks of {args.preset}, float32, "
+        f"{size_str(args.min)} .. {size_str(args.max)}"
+    )
     print(HEADER, flush=True)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-           str(args.ranks), os.path.abspath(__file__)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        str(args.ranks),
+        os.path.abspath(__file__),
+    ]
     return subprocess.run(cmd, env=env).returncode
 
 

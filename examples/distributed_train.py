@@ -8,10 +8,9 @@ averaged with all_reduce on the `neuron` backend. Rank 1 gets a 4x larger batch,
 wait for it at every all-reduce: the merged trace shows the wait, `neuronsim report` counts it.
 """
 
+import neuronsim
 import torch
 import torch.distributed as dist
-
-import neuronsim
 
 dist.init_process_group("neuron")
 rank, world = dist.get_rank(), dist.get_world_size()

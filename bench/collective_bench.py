@@ -69,6 +69,7 @@ def worker(args) -> None:
 
     dist.init_process_group("neuron")
     rank, world = dist.get_rank(), dist.get_world_size()
+    modelled = args.ranks  # the ranks the collectives are timed for (>= world)
     gloo = dist.new_group(backend="gloo")
     host_view = neuronsim._C._host_view
 
@@ -105,7 +106,7 @@ def worker(args) -> None:
         s *= args.factor
     for op in args.ops:
         for size in sizes:
-            if size % (4 * world):
+            if size % (4 * modelled):
                 continue
             need = torch.tensor([size * 2 * world * 1.3 + (1 << 30)], dtype=torch.float64)
             ok = torch.tensor([float(available_bytes() >= need.item())])
@@ -145,11 +146,12 @@ def worker(args) -> None:
                 {
                     "op": op,
                     "size": size,
-                    "ranks": world,
+                    "ranks": modelled,
+                    "processes": world,
                     "iters": iters,
                     "simulated_us": sim_ns / 1e3,
                     "algbw_gbps": algbw,
-                    "busbw_gbps": algbw * BUS_FACTOR[op](world),
+                    "busbw_gbps": algbw * BUS_FACTOR[op](modelled),
                     "neuron_wall_us": nw * 1e6,
                     "gloo_wall_us": gw * 1e6,
                     "ratio": nw / gw,
@@ -162,7 +164,8 @@ def worker(args) -> None:
         with open(args.json, "w") as f:
             json.dump(
                 {
-                    "ranks": world,
+                    "ranks": modelled,
+                    "processes": world,
                     "preset": os.environ.get("NEURON_SIM_PRESET", ""),
                     "results": results,
                 },
@@ -221,7 +224,15 @@ def summarize(results: list[dict]) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--ranks", type=int, default=2, help="ranks the collectives are timed for")
+    p.add_argument(
+        "--processes",
+        type=int,
+        default=0,
+        help="processes that move the data (default: one per rank); fewer processes each stand "
+        "for ranks/processes ranks on consecutive NeuronCores (NEURON_SIM_CC_MODEL_RANKS): "
+        "the collective model is the same, the machine holds fewer buffers",
+    )
     p.add_argument("--preset", default="trn1.32xlarge")
     p.add_argument("--ops", default=",".join(OPS))
     p.add_argument("--min", default="1K")
@@ -239,6 +250,9 @@ def main(argv=None) -> int:
     if worker_argv:
         worker(args)
         return 0
+    processes = args.processes or args.ranks
+    if processes < 1 or args.ranks % processes:
+        p.error(f"--ranks {args.ranks} is not a multiple of --processes {processes}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEURON_")}
     env.update(
         NEURON_SIM_PRESET=args.preset,
@@ -246,8 +260,12 @@ def main(argv=None) -> int:
         PYTHONWARNINGS="ignore",
         COLLECTIVE_BENCH_ARGS=json.dumps(sys.argv[1:] if argv is None else argv),
     )
+    moved = ""
+    if processes != args.ranks:
+        env["NEURON_SIM_CC_MODEL_RANKS"] = str(args.ranks)
+        moved = f" (the data moved by {processes} processes)"
     print(
-        f"collective benchmark: {args.ranks} ranks of {args.preset}, float32, "
+        f"collective benchmark: {args.ranks} ranks of {args.preset}{moved}, float32, "
         f"{size_str(args.min)} .. {size_str(args.max)}"
     )
     print(HEADER, flush=True)
@@ -257,7 +275,7 @@ def main(argv=None) -> int:
         "torch.distributed.run",
         "--standalone",
         "--nproc-per-node",
-        str(args.ranks),
+        str(processes),
         os.path.abspath(__file__),
     ]
     return subprocess.run(cmd, env=env).returncode

@@ -2,8 +2,8 @@
 // python/neuronsim/distributed from the Gloo group it owns) and the per-core collective totals.
 #include <torch/csrc/utils/pybind.h>
 
-#include "distributed/bindings.h"
 #include "aten/tensor_desc.h"
+#include "distributed/bindings.h"
 #include "distributed/neuron_backend.h"
 #include "accelerator/context.h"
 
@@ -17,18 +17,19 @@ void register_bindings(py::module_& m) {
       .def(py::init([](const c10::intrusive_ptr<c10d::Backend>& gloo, int rank, int size,
                        int device, const std::string& group,
                        const std::vector<std::pair<uint32_t, uint32_t>>& places,
-                       int64_t inline_bytes, int64_t timeout_ms) {
+                       int64_t inline_bytes, int64_t timeout_ms, int ranks_per_process) {
              BackendOptions o;
              o.device = static_cast<c10::DeviceIndex>(device);
              o.group = group;
              for (const auto& [instance, core] : places) o.places.push_back({instance, core});
              o.inline_bytes = inline_bytes;
              o.timeout = std::chrono::milliseconds(timeout_ms);
+             o.ranks_per_process = ranks_per_process;
              return c10::make_intrusive<NeuronBackend>(rank, size, gloo, std::move(o));
            }),
            py::arg("gloo"), py::arg("rank"), py::arg("size"), py::arg("device"), py::arg("group"),
            py::arg("places"), py::arg("inline_bytes"), py::arg("timeout_ms"),
-           py::call_guard<py::gil_scoped_release>());
+           py::arg("ranks_per_process") = 1, py::call_guard<py::gil_scoped_release>());
 
   m.def(
       "_host_view",

@@ -58,8 +58,9 @@ NeuronBackend::NeuronBackend(int rank, int size, c10::intrusive_ptr<c10d::Backen
     : c10d::Backend(rank, size), gloo_(std::move(gloo)), opts_(std::move(opts)) {
   TORCH_CHECK(gloo_ && gloo_->getSize() == size && gloo_->getRank() == rank,
               "neuron backend: the Gloo group must span the same ranks");
-  TORCH_CHECK(static_cast<int>(opts_.places.size()) == size,
-              "neuron backend: one NeuronCore placement per rank is needed");
+  TORCH_CHECK(opts_.ranks_per_process >= 1 &&
+                  static_cast<int>(opts_.places.size()) == size * opts_.ranks_per_process,
+              "neuron backend: one NeuronCore placement per modelled rank is needed");
   layout_.ranks = size;
   layout_.inline_bytes = opts_.inline_bytes;
   with_runtime([&](runtime::Runtime& r) {
@@ -90,7 +91,7 @@ void NeuronBackend::shutdown() {
 }
 
 std::string NeuronBackend::where() const {
-  const auto& p = opts_.places.at(static_cast<size_t>(rank_));
+  const auto& p = opts_.places.at(static_cast<size_t>(rank_ * opts_.ranks_per_process));
   return fmt::format("rank {} of process group '{}' (neuron:{}, NeuronCore {} of instance {})",
                      rank_, opts_.group, opts_.device, p.core, p.instance);
 }
@@ -154,8 +155,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   // instead of corrupting a Gloo collective.
   const int64_t payload = plan.payload.defined() ? plan.payload.numel() : 0;
   const bool fits = payload <= layout_.inline_bytes;
-  const Header mine = make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps),
-                                  fits ? payload : -1);
+  const Header mine =
+      make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps), fits ? payload : -1);
   // The exchange buffers are reused: the exchange completes before run() returns and the
   // received slots are read only here.
   if (!gathered_.defined()) gathered_ = at::empty({size_ * layout_.slot_bytes()}, at::kByte);
@@ -212,14 +213,25 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   }
   check_agreement(plan.call, headers, send, recv, opts_.group);
 
-  // 3. The clocks meet: the collective starts when the last rank is ready.
+  // 3. The clocks meet: the collective starts when the last rank is ready. (A process that
+  // models k ranks gives each of them its arrival; see BackendOptions::ranks_per_process.)
+  const uint32_t k = static_cast<uint32_t>(opts_.ranks_per_process);
+  std::vector<sim::SimTime> modelled;
+  for (const auto& t : arrivals) modelled.insert(modelled.end(), k, t);
   collectives::CollectiveDesc desc{plan.call.kind, plan.call.model_bytes};
-  desc.root = plan.call.root < 0 ? 0 : static_cast<uint32_t>(plan.call.root);
+  desc.root = plan.call.root < 0 ? 0 : static_cast<uint32_t>(plan.call.root) * k;
   if (plan.call.kind == Kind::kAllToAll) {
-    for (int r = 0; r < size_; ++r)
-      desc.matrix.insert(desc.matrix.end(), send[r].begin(), send[r].end());
-    desc.bytes =
-        static_cast<uint64_t>(std::accumulate(send[rank_].begin(), send[rank_].end(), int64_t{0}));
+    // Every rank must time the same collective: the busiest sender sets its size.
+    int64_t busiest = 0;
+    for (int r = 0; r < size_; ++r) {
+      busiest = std::max(busiest, std::accumulate(send[r].begin(), send[r].end(), int64_t{0}));
+    }
+    desc.bytes = static_cast<uint64_t>(busiest);
+    const size_t n = static_cast<size_t>(size_) * k;
+    desc.matrix.resize(n * n);
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t j = 0; j < n; ++j) desc.matrix[i * n + j] = send[i / k][j / k] / (k * k);
+    }
   }
   const runtime::CollectiveRecord placed = with_runtime([&](runtime::Runtime& r) {
     const collectives::CollectiveCost cost = model_->cost(desc);
@@ -228,9 +240,9 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     rec.group = opts_.group;
     rec.algorithm = cost.plan.name();
     rec.bytes = desc.bytes;
-    rec.ranks = static_cast<uint32_t>(size_);
+    rec.ranks = static_cast<uint32_t>(modelled.size());
     rec.arrival = arrival;
-    return r.collectives().place(core_, rec, arrivals, cost.duration, r.device().trace_sink());
+    return r.collectives().place(core_, rec, modelled, cost.duration, r.device().trace_sink());
   });
 
   // 4. The data: from the exchanged slots, or through Gloo.
@@ -807,8 +819,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::send(std::vector<at::Tensor>& tens
       arrival = r.arrival(dev, stream);
       r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
       collectives::CollectiveDesc d{Kind::kSendRecv, static_cast<uint64_t>(bytes)};
-      d.root = static_cast<uint32_t>(rank_);
-      d.peer = static_cast<uint32_t>(dst_rank);
+      d.root = static_cast<uint32_t>(rank_ * opts_.ranks_per_process);
+      d.peer = static_cast<uint32_t>(dst_rank * opts_.ranks_per_process);
       const collectives::CollectiveCost cost = model_->cost(d);
       runtime::CollectiveRecord rec;
       rec.name = fmt::format("send to {}", dst_rank);
@@ -913,8 +925,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::recv(std::vector<at::Tensor>& tens
     const uint64_t bytes = static_cast<uint64_t>(nbytes(view));
     const runtime::CollectiveRecord placed = with_runtime([&](runtime::Runtime& r) {
       collectives::CollectiveDesc d{Kind::kSendRecv, bytes};
-      d.root = static_cast<uint32_t>(src_rank);
-      d.peer = static_cast<uint32_t>(self->rank_);
+      d.root = static_cast<uint32_t>(src_rank * self->opts_.ranks_per_process);
+      d.peer = static_cast<uint32_t>(self->rank_ * self->opts_.ranks_per_process);
       const collectives::CollectiveCost cost = self->model_->cost(d);
       runtime::CollectiveRecord rec;
       rec.name = fmt::format("recv from {}", src_rank);

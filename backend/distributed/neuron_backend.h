@@ -18,9 +18,14 @@
 namespace neuronsim::backend::distributed {
 
 struct BackendOptions {
-  c10::DeviceIndex device = 0;                 // this rank's neuron device
-  std::string group;                           // the process group's name (trace rows, messages)
-  std::vector<collectives::RankPlace> places;  // every rank's NeuronCore, by group rank
+  c10::DeviceIndex device = 0;  // this rank's neuron device
+  std::string group;            // the process group's name (trace rows, messages)
+  /// Every modelled rank's NeuronCore, by group rank (ranks_per_process entries per process).
+  std::vector<collectives::RankPlace> places;
+  /// Modelled ranks per process: a group of N processes times collectives of N x k ranks (k
+  /// consecutive NeuronCores each), while the data moves between the N processes. For
+  /// benchmarks of large groups on small machines (NEURON_SIM_CC_MODEL_RANKS); 1 otherwise.
+  int ranks_per_process = 1;
   int64_t inline_bytes = 0;  // data up to this many bytes per rank travels with the header
   std::chrono::milliseconds timeout{0};
 };

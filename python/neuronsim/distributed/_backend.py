@@ -38,6 +38,38 @@ def _inline_bytes(size: int) -> int:
     return max(4096, min(1 << 20, (4 << 20) // max(size, 1) ** 2))
 
 
+def _ranks_per_process() -> int:
+    """NEURON_SIM_CC_MODEL_RANKS=M: the world's N processes time collectives of M ranks, each
+    process standing for M/N ranks on consecutive NeuronCores; the data still moves between the
+    N processes. For benchmarking large groups on a small machine: the collective model is the
+    one an M-rank job uses."""
+    value = os.environ.get("NEURON_SIM_CC_MODEL_RANKS")
+    if not value:
+        return 1
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    try:
+        m = int(value)
+    except ValueError:
+        m = 0
+    if m < world or m % world:
+        raise RuntimeError(
+            f"neuron backend: NEURON_SIM_CC_MODEL_RANKS={value!r} must be a multiple of the "
+            f"world size ({world})"
+        )
+    return m // world
+
+
+def _modelled_places(places: list[tuple[int, int]], k: int) -> list[tuple[int, int]]:
+    if k == 1:
+        return places
+    cores = _C._instance_cores()
+    out = []
+    for instance, core in places:
+        first = (instance * cores + core) * k
+        out += [(g // cores, g % cores) for g in range(first, first + k)]
+    return out
+
+
 def _exchange(store, rank: int, size: int, mine: dict, timeout: datetime.timedelta) -> list[dict]:
     keys = [f"rank/{r}" for r in range(size)]
     store.set(keys[rank], json.dumps(mine))
@@ -79,15 +111,17 @@ def _create(opts, backend_options=None):
             )
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
     name = f"pg{opts.group_id}" if opts.group_id else "pg"
+    k = _ranks_per_process()
     return _C._NeuronBackend(
         gloo,
         rank,
         size,
         place.device,
         name,
-        [(o["instance"], o["core"]) for o in everyone],
+        _modelled_places([(o["instance"], o["core"]) for o in everyone], k),
         inline,
         int(timeout.total_seconds() * 1000),
+        k,
     )
 
 

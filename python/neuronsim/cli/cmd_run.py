@@ -231,12 +231,13 @@ def run(args) -> int:
             distributed_run.finish_rank(asked, trace_path is not None and want_trace)
         except CLIError as e:
             finish_error = str(e)
+    internal = asked is not None and distributed_run.launched_by_parent()
     for path, what in (
         (args.trace, "trace"),
         (args.report, "report"),
         (args.summary_json, "summary"),
     ):
-        if path and not finish_error:
+        if path and not finish_error and not internal:  # a launching `run` merges rank traces
             print(f"neuronsim: {what} written to {path}", file=sys.stderr)
 
     if finish_error:

@@ -153,37 +153,57 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   // message shorter than the receiving buffer, so only what is used travels, and ranks that
   // disagree about sizes still get each other's headers (and fail with a clear error below)
   // instead of corrupting a Gloo collective.
-  const int64_t payload = plan.payload.defined() ? plan.payload.numel() : 0;
-  const bool fits = payload <= layout_.inline_bytes;
+  // Data goes to every peer alike (`payload`), or each peer gets its own part (`part`:
+  // all_to_all, reduce_scatter, scatter), so small collectives move no more than Gloo's would.
+  auto part_of = [&](int peer) { return plan.part ? plan.part(peer) : plan.payload; };
+  int64_t largest = 0;
+  for (int r = 0; r < size_; ++r) {
+    const at::Tensor part = part_of(r);
+    if (part.defined()) largest = std::max(largest, part.numel());
+  }
+  const bool fits = largest <= layout_.inline_bytes;
   const Header mine =
-      make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps), fits ? payload : -1);
+      make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps), fits ? largest : -1);
   // The exchange buffers are reused: the exchange completes before run() returns and the
   // received slots are read only here.
-  if (!gathered_.defined()) gathered_ = at::empty({size_ * layout_.slot_bytes()}, at::kByte);
+  const int64_t slot_bytes = layout_.slot_bytes(), head = layout_.payload_offset();
+  if (!gathered_.defined()) gathered_ = at::empty({size_ * slot_bytes}, at::kByte);
   Gathered g{gathered_, layout_};
-  uint8_t* s = g.all.data_ptr<uint8_t>() + rank_ * layout_.slot_bytes();
-  std::memset(s, 0, layout_.payload_offset());
+  uint8_t* s = g.all.data_ptr<uint8_t>() + rank_ * slot_bytes;
+  std::memset(s, 0, head);
   std::memcpy(s, &mine, sizeof(Header));
   auto* splits = reinterpret_cast<int64_t*>(s + layout_.splits_offset());
   for (size_t i = 0; i < plan.call.send_splits.size(); ++i) {
     splits[i] = plan.call.send_splits[i];
     splits[size_ + i] = plan.call.recv_splits[i];
   }
-  if (fits && payload > 0) {
-    std::memcpy(s + layout_.payload_offset(), plan.payload.data_ptr(), payload);
-  }
-  const int64_t sent = layout_.payload_offset() + (fits ? payload : 0);
+  auto copy_part = [&](uint8_t* slot, int peer) -> int64_t {
+    const at::Tensor part = part_of(peer);
+    if (!fits || !part.defined() || part.numel() == 0) return 0;
+    std::memcpy(slot + head, part.data_ptr(), part.numel());
+    return part.numel();
+  };
+  const int64_t own = copy_part(s, rank_);
+  if (plan.part && fits && !outbox_.defined()) outbox_ = at::empty({size_ * slot_bytes}, at::kByte);
   try {
     std::vector<c10::intrusive_ptr<c10d::Work>> works;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      std::vector<at::Tensor> in{g.all.narrow(0, r * layout_.slot_bytes(), layout_.slot_bytes())};
+      std::vector<at::Tensor> in{g.all.narrow(0, r * slot_bytes, slot_bytes)};
       works.push_back(gloo_->recv(in, r, kHeaderTag));
     }
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      std::vector<at::Tensor> out{g.all.narrow(0, rank_ * layout_.slot_bytes(), sent)};
-      works.push_back(gloo_->send(out, r, kHeaderTag));
+      at::Tensor out;
+      if (plan.part && fits) {
+        uint8_t* o = outbox_.data_ptr<uint8_t>() + r * slot_bytes;
+        std::memcpy(o, s, head);
+        out = outbox_.narrow(0, r * slot_bytes, head + copy_part(o, r));
+      } else {
+        out = g.all.narrow(0, rank_ * slot_bytes, head + own);
+      }
+      std::vector<at::Tensor> v{out};
+      works.push_back(gloo_->send(v, r, kHeaderTag));
     }
     for (auto& w : works) w->wait();
   } catch (...) {
@@ -227,10 +247,12 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
       busiest = std::max(busiest, std::accumulate(send[r].begin(), send[r].end(), int64_t{0}));
     }
     desc.bytes = static_cast<uint64_t>(busiest);
+    // A process standing for k ranks sends each of them what its peer process gets / k: every
+    // modelled rank keeps the process's input size, as in an N x k rank job.
     const size_t n = static_cast<size_t>(size_) * k;
     desc.matrix.resize(n * n);
     for (size_t i = 0; i < n; ++i) {
-      for (size_t j = 0; j < n; ++j) desc.matrix[i * n + j] = send[i / k][j / k] / (k * k);
+      for (size_t j = 0; j < n; ++j) desc.matrix[i * n + j] = send[i / k][j / k] / k;
     }
   }
   const runtime::CollectiveRecord placed = with_runtime([&](runtime::Runtime& r) {
@@ -573,11 +595,12 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::scatter(std::vector<at::Tensor>& o
             static_cast<uint64_t>(nbytes(out) * size_)};
   p.type = c10d::OpType::SCATTER;
   p.outputs = outputs;
-  // Only the root has data to send; the other slots carry the same number of bytes (unused).
-  p.payload = rank_ == root ? concat_bytes(ins) : at::zeros({nbytes(out) * size_}, at::kByte);
-  const int64_t me = rank_;
-  p.from_slots = [out, root, me](const Gathered& g) {
-    out.view({-1}).copy_(g.of(root, out.scalar_type(), out.numel(), me * nbytes(out)));
+  // The root sends each rank its chunk; the others send nothing.
+  std::vector<at::Tensor> parts;
+  for (const auto& i : ins) parts.push_back(bytes_of(i));
+  p.part = [parts](int peer) { return parts.empty() ? at::Tensor() : parts[peer]; };
+  p.from_slots = [out, root](const Gathered& g) {
+    out.view({-1}).copy_(g.of(root, out.scalar_type(), out.numel()));
   };
   auto gloo = gloo_;
   const bool is_root = rank_ == root;
@@ -609,12 +632,13 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_reduce_scatter_base(
             static_cast<uint64_t>(nbytes(in))};
   p.type = c10d::OpType::_REDUCE_SCATTER_BASE;
   p.outputs = {output};
-  p.payload = bytes_of(in);
+  // Each peer gets the chunk it reduces.
+  const at::Tensor in_bytes = bytes_of(in);
+  const int64_t chunk = nbytes(out);
+  p.part = [in_bytes, chunk](int peer) { return in_bytes.narrow(0, peer * chunk, chunk); };
   const c10d::ReduceOp op = opts.reduceOp;
-  const int64_t me = rank_;
-  p.from_slots = [in, out, op, me](const Gathered& g) {
-    const at::Tensor all = g.stacked(in.scalar_type(), in.numel());
-    reduce_ranks(all.narrow(1, me * out.numel(), out.numel()), op, out);
+  p.from_slots = [out, op](const Gathered& g) {
+    reduce_ranks(g.stacked(out.scalar_type(), out.numel()), op, out);
   };
   auto gloo = gloo_;
   const int64_t n = size_;
@@ -652,11 +676,12 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce_scatter(
             static_cast<uint64_t>(nbytes(out) * size_)};
   p.type = c10d::OpType::REDUCE_SCATTER;
   p.outputs = outputs;
-  p.payload = concat_bytes(ins);
+  std::vector<at::Tensor> parts;
+  for (const auto& i : ins) parts.push_back(bytes_of(i));
+  p.part = [parts](int peer) { return parts[peer]; };
   const c10d::ReduceOp op = opts.reduceOp;
-  const int64_t me = rank_;
-  p.from_slots = [out, op, me](const Gathered& g) {
-    reduce_ranks(g.stacked(out.scalar_type(), out.numel(), me * nbytes(out)), op, out);
+  p.from_slots = [out, op](const Gathered& g) {
+    reduce_ranks(g.stacked(out.scalar_type(), out.numel()), op, out);
   };
   auto gloo = gloo_;
   const int64_t n = size_;
@@ -695,15 +720,22 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce_scatter_tensor_coalesced(
   p.call.model_bytes = static_cast<uint64_t>(total_bytes(ins));
   p.type = c10d::OpType::COALESCED;
   p.outputs = outputs;
-  p.payload = concat_bytes(ins);
+  // Each peer gets its chunk of every tensor, one after another.
+  std::vector<at::Tensor> in_bytes;
+  for (const auto& i : ins) in_bytes.push_back(bytes_of(i));
+  p.part = [in_bytes, outs](int peer) {
+    std::vector<at::Tensor> chunks;
+    for (size_t i = 0; i < in_bytes.size(); ++i) {
+      chunks.push_back(in_bytes[i].narrow(0, peer * nbytes(outs[i]), nbytes(outs[i])));
+    }
+    return at::cat(chunks);
+  };
   const c10d::ReduceOp op = opts.reduceOp;
-  const int64_t me = rank_;
-  p.from_slots = [ins, outs, op, me](const Gathered& g) {
+  p.from_slots = [outs, op](const Gathered& g) {
     int64_t offset = 0;
-    for (size_t i = 0; i < ins.size(); ++i) {
-      const at::Tensor all = g.stacked(ins[i].scalar_type(), ins[i].numel(), offset);
-      reduce_ranks(all.narrow(1, me * outs[i].numel(), outs[i].numel()), op, outs[i]);
-      offset += nbytes(ins[i]);
+    for (const auto& o : outs) {
+      reduce_ranks(g.stacked(o.scalar_type(), o.numel(), offset), op, o);
+      offset += nbytes(o);
     }
   };
   auto gloo = gloo_;
@@ -758,20 +790,24 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall_base(
   p.call.model_bytes = static_cast<uint64_t>(nbytes(in));
   p.type = c10d::OpType::ALLTOALL_BASE;
   p.outputs = {output};
-  p.payload = bytes_of(in);
+  // Each peer gets the rows meant for it.
+  const at::Tensor in_bytes = bytes_of(in);
+  std::vector<int64_t> starts(size_ + 1, 0);
+  for (int r = 0; r < size_; ++r) starts[r + 1] = starts[r] + p.call.send_splits[r];
+  p.part = [in_bytes, starts](int peer) {
+    return in_bytes.narrow(0, starts[peer], starts[peer + 1] - starts[peer]);
+  };
   const int64_t me = rank_;
   const int64_t n = size_;
   p.from_slots = [out, me, n](const Gathered& g) {
-    // Rank s's bytes for me sit after its bytes for ranks 0..me-1.
+    // Rank s sent me its rows for me; how many bytes is in its split sizes.
     const at::Tensor dst = out.view({-1}).view(at::kByte);
     int64_t at_out = 0;
     for (int64_t s = 0; s < n; ++s) {
       const auto* splits = reinterpret_cast<const int64_t*>(
           g.all.data_ptr<uint8_t>() + s * g.layout.slot_bytes() + g.layout.splits_offset());
-      int64_t offset = 0;
-      for (int64_t j = 0; j < me; ++j) offset += splits[j];
       const int64_t len = splits[me];
-      dst.narrow(0, at_out, len).copy_(g.of(s, at::kByte, len, offset));
+      dst.narrow(0, at_out, len).copy_(g.of(s, at::kByte, len));
       at_out += len;
     }
   };

@@ -86,8 +86,9 @@ class NeuronBackend final : public c10d::Backend {
   struct Plan {
     Call call;
     c10d::OpType type = c10d::OpType::UNKNOWN;
-    std::vector<at::Tensor> outputs;  // the Work's result
-    at::Tensor payload;               // this rank's data (CPU bytes), undefined if none
+    std::vector<at::Tensor> outputs;      // the Work's result
+    at::Tensor payload;                   // this rank's data (CPU bytes), undefined if none
+    std::function<at::Tensor(int)> part;  // or what each peer gets (CPU bytes)
     std::function<void(const Gathered&)> from_slots;               // small: fills outputs
     std::function<c10::intrusive_ptr<c10d::Work>()> through_gloo;  // large: issues Gloo's op
     std::function<void()> after_gloo;                              // AVG, PREMUL_SUM
@@ -109,6 +110,7 @@ class NeuronBackend final : public c10d::Backend {
   std::unique_ptr<collectives::CollectiveModel> model_;
   uint64_t sequence_ = 0;
   at::Tensor gathered_;  // every rank's slot (this rank's included), reused by run()
+  at::Tensor outbox_;    // this rank's slot for each peer, when peers get different parts
   /// The Gloo point-to-point tag of the header exchange (user sends and receives may not use it).
   static constexpr int kHeaderTag = 0x7ffffff0;
   std::mutex mutex_;  // one collective is described, exchanged and placed at a time

@@ -8,6 +8,7 @@ each does many checks, because starting ranks is what costs time on a 2-core CI 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -271,3 +272,36 @@ def test_whatif_changes_collective_time(tmp_path):
     fast, slow = (float(r.split(",")[1]) for r in rows)
     # 15 all-reduces of 2 ring steps each: every step 196.8 us slower.
     assert slow - fast == pytest.approx(15 * 2 * 196800, rel=0.01), (fast, slow)
+
+
+def test_fewer_processes_time_the_same_collectives(tmp_path):
+    # The benchmark's --processes (NEURON_SIM_CC_MODEL_RANKS): 2 processes standing for 4 ranks
+    # give the 4-rank job's simulated times, for every collective of the benchmark.
+    bench = Path(REPO) / "bench" / "collective_bench.py"
+    runs = {}
+    for procs in (4, 2):
+        out = tmp_path / f"b{procs}.json"
+        cmd = [
+            sys.executable,
+            str(bench),
+            "--ranks",
+            "4",
+            "--processes",
+            str(procs),
+            "--max",
+            "256K",
+            "--factor",
+            "16",
+            "--iters",
+            "1",
+            "--json",
+            str(out),
+        ]
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, env=_env(), cwd=REPO, timeout=600
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+        runs[procs] = {
+            (r["op"], r["size"]): r["simulated_us"] for r in json.loads(out.read_text())["results"]
+        }
+    assert runs[4] and runs[4] == runs[2], runs

@@ -172,6 +172,7 @@ def test_fsdp2_trains_like_cpu(nproc):
     ranks_say(proc, r"fsdp float32 ok", nproc)
     ranks_say(proc, r"fsdp bfloat16 ok", nproc)
     ranks_say(proc, r"fsdp meta init ok", nproc)
+    ranks_say(proc, r"ddp ok", nproc)
 
 
 def test_tensor_parallel_and_dtensor_match_cpu():

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from say import say
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.nn.parallel import DistributedDataParallel
 
 VOCAB, D, STEPS, BATCH, SEQ = 64, 32, 3, 8, 16
 
@@ -104,6 +105,15 @@ for name, policy, tol, max_diff, mean_diff in CASES:
         f"(cpu {[round(x, 4) for x in cpu_losses]}), param diff max {diffs.max():.1e} "
         f"mean {diffs.mean():.1e}"
     )
+
+# DistributedDataParallel: its comm hook waits on the all-reduce's future, not on the Work.
+ddp = DistributedDataParallel(copy.deepcopy(reference).to("neuron"))
+train(ddp, batches(), rank, world, "neuron")
+ddp_diffs = torch.cat(
+    [(p.cpu() - cpu_params[n]).abs().flatten() for n, p in ddp.module.named_parameters()]
+)
+assert ddp_diffs.max() <= 5e-3 and ddp_diffs.mean() <= 1e-5, (ddp_diffs.max(), ddp_diffs.mean())
+say(f"rank {rank}: ddp ok, param diff max {ddp_diffs.max():.1e} mean {ddp_diffs.mean():.1e}")
 
 # Parameters created on the meta device and initialised on the neuron device's generator.
 torch.neuron.manual_seed(123)

@@ -94,4 +94,20 @@ at::Tensor bytes_of(const at::Tensor& cpu) {
   return cpu.contiguous().view({-1}).view(at::kByte);
 }
 
+at::Tensor concat_bytes(const std::vector<at::Tensor>& cpu) {
+  std::vector<at::Tensor> parts;
+  for (const auto& t : cpu) parts.push_back(bytes_of(t));
+  return parts.size() == 1 ? parts.front() : at::cat(parts);
+}
+
+int64_t nbytes(const at::Tensor& t) {
+  return t.numel() * static_cast<int64_t>(t.element_size());
+}
+
+int64_t total_bytes(const std::vector<at::Tensor>& ts) {
+  int64_t n = 0;
+  for (const auto& t : ts) n += nbytes(t);
+  return n;
+}
+
 }  // namespace neuronsim::backend::distributed

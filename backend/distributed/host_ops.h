@@ -32,7 +32,11 @@ void finish_reduction(at::Tensor t, const c10d::ReduceOp& op, int64_t ranks);
 /// Throws for reduce ops the backend does not support, or does not support for `dtype`.
 void check_reduce_op(const c10d::ReduceOp& op, at::ScalarType dtype, const char* collective);
 
-/// A contiguous CPU copy of `t`'s bytes (flattened, uint8).
+/// `t`'s bytes, flattened (uint8; a copy only if `t` is not contiguous).
 at::Tensor bytes_of(const at::Tensor& cpu);
+/// The bytes of several tensors, one after another.
+at::Tensor concat_bytes(const std::vector<at::Tensor>& cpu);
+int64_t nbytes(const at::Tensor& t);
+int64_t total_bytes(const std::vector<at::Tensor>& ts);
 
 }  // namespace neuronsim::backend::distributed

@@ -1,6 +1,7 @@
 #include "distributed/neuron_work.h"
 
 #include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
 
 namespace neuronsim::backend::distributed {
 
@@ -65,6 +66,22 @@ bool WaitedWork::isCompleted() {
 bool WaitedWork::wait(std::chrono::milliseconds timeout) {
   run_finish();
   return NeuronWork::wait(timeout);
+}
+
+std::exception_ptr backend_error(const std::string& what) {
+  return std::make_exception_ptr(c10::DistBackendError({__func__, __FILE__, __LINE__}, what));
+}
+
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::Error& err) {
+    return err.what_without_backtrace();
+  } catch (const std::exception& err) {
+    return err.what();
+  } catch (...) {
+    return "unknown error";
+  }
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> make_future(c10::DeviceIndex device) {

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace neuronsim::backend::distributed {
@@ -45,6 +46,11 @@ class WaitedWork final : public NeuronWork {
   std::function<void()> finish_;
   std::mutex mutex_;
 };
+
+/// A c10d::DistBackendError carrying `what` (torch.distributed.DistBackendError in Python).
+std::exception_ptr backend_error(const std::string& what);
+/// An exception's message, without a C++ backtrace.
+std::string message_of(const std::exception_ptr& e);
 
 /// A future whose completion makes the waiting neuron stream wait (devices = {neuron:device}).
 c10::intrusive_ptr<c10::ivalue::Future> make_future(c10::DeviceIndex device);

@@ -1,0 +1,518 @@
+// The collectives of the neuron backend: what each one exchanges, how small data is finished on
+// the host and which Gloo collective moves large data. NeuronBackend::run (neuron_backend.cpp)
+// does the rest.
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <numeric>
+
+#include "aten/tensor_desc.h"
+#include "distributed/neuron_backend.h"
+#include "distributed/neuron_work.h"
+#include "runtime/context.h"
+
+namespace neuronsim::backend::distributed {
+
+using collectives::Kind;
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::AllreduceOptions& opts) {
+  TORCH_CHECK(tensors.size() == 1, "neuron backend: all_reduce takes one tensor per rank");
+  const at::Tensor view = view_of(tensors[0], "all_reduce");
+  check_reduce_op(opts.reduceOp, view.scalar_type(), "all_reduce");
+  Plan p;
+  p.call = {Kind::kAllReduce,
+            "all_reduce",
+            view.scalar_type(),
+            {tensors[0].sizes()},
+            static_cast<int>(opts.reduceOp.op_),
+            -1,
+            static_cast<uint64_t>(nbytes(view))};
+  p.type = c10d::OpType::ALLREDUCE;
+  p.outputs = tensors;
+  p.payload = bytes_of(view);
+  const c10d::ReduceOp op = opts.reduceOp;
+  p.from_slots = [view, op](const Gathered& g) {
+    reduce_ranks(g.stacked(view.scalar_type(), view.numel()), op, view);
+  };
+  auto gloo = gloo_;
+  const int64_t n = size_;
+  p.through_gloo = [gloo, view, op, opts]() {
+    std::vector<at::Tensor> v{view};
+    c10d::AllreduceOptions o = opts;
+    o.reduceOp = gloo_reduce_op(op);
+    return gloo->allreduce(v, o);
+  };
+  p.after_gloo = [view, op, n]() { finish_reduction(view, op, n); };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                        const c10d::BroadcastOptions& opts) {
+  TORCH_CHECK(tensors.size() == 1, "neuron backend: broadcast takes one tensor per rank");
+  const at::Tensor view = view_of(tensors[0], "broadcast");
+  const int root = check_root(opts.rootRank, "broadcast");
+  Plan p;
+  p.call = {Kind::kBroadcast,
+            "broadcast",
+            view.scalar_type(),
+            {tensors[0].sizes()},
+            -1,
+            root,
+            static_cast<uint64_t>(nbytes(view))};
+  p.type = c10d::OpType::BROADCAST;
+  p.outputs = tensors;
+  p.payload = bytes_of(view);
+  const bool is_root = rank_ == root;
+  p.from_slots = [view, root, is_root](const Gathered& g) {
+    if (!is_root) view.view({-1}).copy_(g.of(root, view.scalar_type(), view.numel()));
+  };
+  auto gloo = gloo_;
+  p.through_gloo = [gloo, view, opts]() {
+    std::vector<at::Tensor> v{view};
+    return gloo->broadcast(v, opts);
+  };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                     const c10d::ReduceOptions& opts) {
+  TORCH_CHECK(tensors.size() == 1, "neuron backend: reduce takes one tensor per rank");
+  const at::Tensor view = view_of(tensors[0], "reduce");
+  check_reduce_op(opts.reduceOp, view.scalar_type(), "reduce");
+  const int root = check_root(opts.rootRank, "reduce");
+  Plan p;
+  p.call = {Kind::kReduce,
+            "reduce",
+            view.scalar_type(),
+            {tensors[0].sizes()},
+            static_cast<int>(opts.reduceOp.op_),
+            root,
+            static_cast<uint64_t>(nbytes(view))};
+  p.type = c10d::OpType::REDUCE;
+  p.outputs = tensors;
+  p.payload = bytes_of(view);
+  const c10d::ReduceOp op = opts.reduceOp;
+  const bool is_root = rank_ == root;
+  p.from_slots = [view, op, is_root](const Gathered& g) {
+    if (is_root) reduce_ranks(g.stacked(view.scalar_type(), view.numel()), op, view);
+  };
+  auto gloo = gloo_;
+  const int64_t n = size_;
+  p.through_gloo = [gloo, view, op, opts]() {
+    std::vector<at::Tensor> v{view};
+    c10d::ReduceOptions o = opts;
+    o.reduceOp = gloo_reduce_op(op);
+    return gloo->reduce(v, o);
+  };
+  p.after_gloo = [view, op, n, is_root]() {
+    if (is_root) finish_reduction(view, op, n);
+  };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
+                                                              const c10d::AllgatherOptions& opts) {
+  const at::Tensor in = view_of(input, "all_gather_into_tensor");
+  const at::Tensor out = view_of(output, "all_gather_into_tensor");
+  TORCH_CHECK(out.numel() == in.numel() * size_ && out.scalar_type() == in.scalar_type(),
+              "neuron backend: all_gather_into_tensor needs an output of ", size_,
+              " x the input's elements and the input's dtype; got input ", in.scalar_type(),
+              in.sizes(), " and output ", out.scalar_type(), out.sizes());
+  Plan p;
+  p.call = {Kind::kAllGather,
+            "all_gather_into_tensor",
+            in.scalar_type(),
+            {input.sizes()},
+            -1,
+            -1,
+            static_cast<uint64_t>(nbytes(out))};
+  p.type = c10d::OpType::_ALLGATHER_BASE;
+  p.outputs = {output};
+  p.payload = bytes_of(in);
+  p.from_slots = [in, out](const Gathered& g) {
+    out.view({g.layout.ranks, -1}).copy_(g.stacked(in.scalar_type(), in.numel()));
+  };
+  auto gloo = gloo_;
+  p.through_gloo = [gloo, in, out, opts]() {
+    at::Tensor o = out, i = in;
+    return gloo->_allgather_base(o, i, opts);
+  };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(
+      inputs.size() == 1 && outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+      "neuron backend: all_gather takes one input and a list of ", size_, " outputs per rank");
+  const at::Tensor in = view_of(inputs[0], "all_gather");
+  std::vector<at::Tensor> outs = views_of(outputs[0], "all_gather");
+  for (const auto& o : outs) {
+    TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
+                "neuron backend: all_gather outputs must match the input (", in.scalar_type(),
+                in.sizes(), "), got ", o.scalar_type(), o.sizes());
+  }
+  Plan p;
+  p.call = {Kind::kAllGather,
+            "all_gather",
+            in.scalar_type(),
+            {inputs[0].sizes()},
+            -1,
+            -1,
+            static_cast<uint64_t>(nbytes(in) * size_)};
+  p.type = c10d::OpType::ALLGATHER;
+  p.outputs = outputs[0];
+  p.payload = bytes_of(in);
+  p.from_slots = [in, outs](const Gathered& g) {
+    for (size_t r = 0; r < outs.size(); ++r) {
+      outs[r].view({-1}).copy_(g.of(static_cast<int64_t>(r), in.scalar_type(), in.numel()));
+    }
+  };
+  auto gloo = gloo_;
+  p.through_gloo = [gloo, in, outs, opts]() {
+    std::vector<std::vector<at::Tensor>> o{outs};
+    std::vector<at::Tensor> i{in};
+    return gloo->allgather(o, i, opts);
+  };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(),
+              "neuron backend: allgather_into_tensor_coalesced needs one output per input");
+  std::vector<at::Tensor> ins = views_of(inputs, "allgather_into_tensor_coalesced");
+  std::vector<at::Tensor> outs = views_of(outputs, "allgather_into_tensor_coalesced");
+  Plan p;
+  p.call.kind = Kind::kAllGather;
+  p.call.name = "allgather_into_tensor_coalesced";
+  p.call.dtype = ins[0].scalar_type();
+  for (size_t i = 0; i < ins.size(); ++i) {
+    TORCH_CHECK(ins[i].scalar_type() == p.call.dtype && outs[i].scalar_type() == p.call.dtype &&
+                    outs[i].numel() == ins[i].numel() * size_,
+                "neuron backend: allgather_into_tensor_coalesced needs tensors of one dtype and "
+                "outputs of ",
+                size_, " x their input's elements");
+    p.call.shapes.push_back(inputs[i].sizes());
+  }
+  p.call.model_bytes = static_cast<uint64_t>(total_bytes(outs));
+  p.type = c10d::OpType::COALESCED;
+  p.outputs = outputs;
+  p.payload = concat_bytes(ins);
+  p.from_slots = [ins, outs](const Gathered& g) {
+    int64_t offset = 0;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      outs[i]
+          .view({g.layout.ranks, -1})
+          .copy_(g.stacked(ins[i].scalar_type(), ins[i].numel(), offset));
+      offset += nbytes(ins[i]);
+    }
+  };
+  auto gloo = gloo_;
+  p.through_gloo = [gloo, ins, outs, opts]() {
+    std::vector<at::Tensor> o = outs, i = ins;
+    return gloo->allgather_into_tensor_coalesced(o, i, opts);
+  };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::GatherOptions& opts) {
+  TORCH_CHECK(inputs.size() == 1, "neuron backend: gather takes one input per rank");
+  const int root = check_root(opts.rootRank, "gather");
+  const at::Tensor in = view_of(inputs[0], "gather");
+  std::vector<at::Tensor> outs;
+  if (rank_ == root) {
+    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_,
+                "neuron backend: gather's root needs a list of ", size_, " outputs");
+    outs = views_of(outputs[0], "gather");
+  }
+  Plan p;
+  p.call = {Kind::kGather,
+            "gather",
+            in.scalar_type(),
+            {inputs[0].sizes()},
+            -1,
+            root,
+            static_cast<uint64_t>(nbytes(in) * size_)};
+  p.type = c10d::OpType::GATHER;
+  if (rank_ == root) p.outputs = outputs[0];
+  p.payload = bytes_of(in);
+  p.from_slots = [in, outs](const Gathered& g) {
+    for (size_t r = 0; r < outs.size(); ++r) {
+      outs[r].view({-1}).copy_(g.of(static_cast<int64_t>(r), in.scalar_type(), in.numel()));
+    }
+  };
+  auto gloo = gloo_;
+  const bool is_root = rank_ == root;
+  p.through_gloo = [gloo, in, outs, opts, is_root]() {
+    std::vector<std::vector<at::Tensor>> o;
+    if (is_root) o.push_back(outs);
+    std::vector<at::Tensor> i{in};
+    return gloo->gather(o, i, opts);
+  };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::scatter(std::vector<at::Tensor>& outputs,
+                                                      std::vector<std::vector<at::Tensor>>& inputs,
+                                                      const c10d::ScatterOptions& opts) {
+  TORCH_CHECK(outputs.size() == 1, "neuron backend: scatter takes one output per rank");
+  const int root = check_root(opts.rootRank, "scatter");
+  const at::Tensor out = view_of(outputs[0], "scatter");
+  std::vector<at::Tensor> ins;
+  if (rank_ == root) {
+    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+                "neuron backend: scatter's root needs a list of ", size_, " inputs");
+    ins = views_of(inputs[0], "scatter");
+  }
+  Plan p;
+  p.call = {Kind::kScatter,
+            "scatter",
+            out.scalar_type(),
+            {outputs[0].sizes()},
+            -1,
+            root,
+            static_cast<uint64_t>(nbytes(out) * size_)};
+  p.type = c10d::OpType::SCATTER;
+  p.outputs = outputs;
+  // The root sends each rank its chunk; the others send nothing.
+  std::vector<at::Tensor> parts;
+  for (const auto& i : ins) parts.push_back(bytes_of(i));
+  p.part = [parts](int peer) { return parts.empty() ? at::Tensor() : parts[peer]; };
+  p.from_slots = [out, root](const Gathered& g) {
+    out.view({-1}).copy_(g.of(root, out.scalar_type(), out.numel()));
+  };
+  auto gloo = gloo_;
+  const bool is_root = rank_ == root;
+  p.through_gloo = [gloo, out, ins, opts, is_root]() {
+    std::vector<at::Tensor> o{out};
+    std::vector<std::vector<at::Tensor>> i;
+    if (is_root) i.push_back(ins);
+    return gloo->scatter(o, i, opts);
+  };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const at::Tensor in = view_of(input, "reduce_scatter_tensor");
+  const at::Tensor out = view_of(output, "reduce_scatter_tensor");
+  check_reduce_op(opts.reduceOp, in.scalar_type(), "reduce_scatter_tensor");
+  TORCH_CHECK(in.numel() == out.numel() * size_ && out.scalar_type() == in.scalar_type(),
+              "neuron backend: reduce_scatter_tensor needs an input of ", size_,
+              " x the output's elements and the output's dtype; got input ", in.scalar_type(),
+              in.sizes(), " and output ", out.scalar_type(), out.sizes());
+  Plan p;
+  p.call = {Kind::kReduceScatter,
+            "reduce_scatter_tensor",
+            in.scalar_type(),
+            {input.sizes()},
+            static_cast<int>(opts.reduceOp.op_),
+            -1,
+            static_cast<uint64_t>(nbytes(in))};
+  p.type = c10d::OpType::_REDUCE_SCATTER_BASE;
+  p.outputs = {output};
+  // Each peer gets the chunk it reduces.
+  const at::Tensor in_bytes = bytes_of(in);
+  const int64_t chunk = nbytes(out);
+  p.part = [in_bytes, chunk](int peer) { return in_bytes.narrow(0, peer * chunk, chunk); };
+  const c10d::ReduceOp op = opts.reduceOp;
+  p.from_slots = [out, op](const Gathered& g) {
+    reduce_ranks(g.stacked(out.scalar_type(), out.numel()), op, out);
+  };
+  auto gloo = gloo_;
+  const int64_t n = size_;
+  p.through_gloo = [gloo, in, out, op, opts]() {
+    at::Tensor o = out, i = in;
+    c10d::ReduceScatterOptions ro = opts;
+    ro.reduceOp = gloo_reduce_op(op);
+    return gloo->_reduce_scatter_base(o, i, ro);
+  };
+  p.after_gloo = [out, op, n]() { finish_reduction(out, op, n); };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(
+      outputs.size() == 1 && inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_,
+      "neuron backend: reduce_scatter takes one output and a list of ", size_, " inputs per rank");
+  const at::Tensor out = view_of(outputs[0], "reduce_scatter");
+  std::vector<at::Tensor> ins = views_of(inputs[0], "reduce_scatter");
+  check_reduce_op(opts.reduceOp, out.scalar_type(), "reduce_scatter");
+  for (const auto& i : ins) {
+    TORCH_CHECK(i.numel() == out.numel() && i.scalar_type() == out.scalar_type(),
+                "neuron backend: reduce_scatter inputs must match the output (", out.scalar_type(),
+                out.sizes(), "), got ", i.scalar_type(), i.sizes());
+  }
+  Plan p;
+  p.call = {Kind::kReduceScatter,
+            "reduce_scatter",
+            out.scalar_type(),
+            {outputs[0].sizes()},
+            static_cast<int>(opts.reduceOp.op_),
+            -1,
+            static_cast<uint64_t>(nbytes(out) * size_)};
+  p.type = c10d::OpType::REDUCE_SCATTER;
+  p.outputs = outputs;
+  std::vector<at::Tensor> parts;
+  for (const auto& i : ins) parts.push_back(bytes_of(i));
+  p.part = [parts](int peer) { return parts[peer]; };
+  const c10d::ReduceOp op = opts.reduceOp;
+  p.from_slots = [out, op](const Gathered& g) {
+    reduce_ranks(g.stacked(out.scalar_type(), out.numel()), op, out);
+  };
+  auto gloo = gloo_;
+  const int64_t n = size_;
+  p.through_gloo = [gloo, out, ins, op, opts]() {
+    std::vector<at::Tensor> o{out};
+    std::vector<std::vector<at::Tensor>> i{ins};
+    c10d::ReduceScatterOptions ro = opts;
+    ro.reduceOp = gloo_reduce_op(op);
+    return gloo->reduce_scatter(o, i, ro);
+  };
+  p.after_gloo = [out, op, n]() { finish_reduction(out, op, n); };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(),
+              "neuron backend: reduce_scatter_tensor_coalesced needs one output per input");
+  std::vector<at::Tensor> ins = views_of(inputs, "reduce_scatter_tensor_coalesced");
+  std::vector<at::Tensor> outs = views_of(outputs, "reduce_scatter_tensor_coalesced");
+  check_reduce_op(opts.reduceOp, ins[0].scalar_type(), "reduce_scatter_tensor_coalesced");
+  Plan p;
+  p.call.kind = Kind::kReduceScatter;
+  p.call.name = "reduce_scatter_tensor_coalesced";
+  p.call.dtype = ins[0].scalar_type();
+  p.call.reduce_op = static_cast<int>(opts.reduceOp.op_);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    TORCH_CHECK(ins[i].scalar_type() == p.call.dtype && outs[i].scalar_type() == p.call.dtype &&
+                    ins[i].numel() == outs[i].numel() * size_,
+                "neuron backend: reduce_scatter_tensor_coalesced needs tensors of one dtype and "
+                "inputs of ",
+                size_, " x their output's elements");
+    p.call.shapes.push_back(inputs[i].sizes());
+  }
+  p.call.model_bytes = static_cast<uint64_t>(total_bytes(ins));
+  p.type = c10d::OpType::COALESCED;
+  p.outputs = outputs;
+  // Each peer gets its chunk of every tensor, one after another.
+  std::vector<at::Tensor> in_bytes;
+  for (const auto& i : ins) in_bytes.push_back(bytes_of(i));
+  p.part = [in_bytes, outs](int peer) {
+    std::vector<at::Tensor> chunks;
+    for (size_t i = 0; i < in_bytes.size(); ++i) {
+      chunks.push_back(in_bytes[i].narrow(0, peer * nbytes(outs[i]), nbytes(outs[i])));
+    }
+    return at::cat(chunks);
+  };
+  const c10d::ReduceOp op = opts.reduceOp;
+  p.from_slots = [outs, op](const Gathered& g) {
+    int64_t offset = 0;
+    for (const auto& o : outs) {
+      reduce_ranks(g.stacked(o.scalar_type(), o.numel(), offset), op, o);
+      offset += nbytes(o);
+    }
+  };
+  auto gloo = gloo_;
+  const int64_t n = size_;
+  p.through_gloo = [gloo, ins, outs, op, opts]() {
+    std::vector<at::Tensor> o = outs, i = ins;
+    c10d::ReduceScatterOptions ro = opts;
+    ro.reduceOp = gloo_reduce_op(op);
+    return gloo->reduce_scatter_tensor_coalesced(o, i, ro);
+  };
+  p.after_gloo = [outs, op, n]() {
+    for (const auto& o : outs) finish_reduction(o, op, n);
+  };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  const at::Tensor in = view_of(input, "all_to_all_single");
+  const at::Tensor out = view_of(output, "all_to_all_single");
+  TORCH_CHECK(in.scalar_type() == out.scalar_type(),
+              "neuron backend: all_to_all_single needs one dtype, got ", in.scalar_type(), " and ",
+              out.scalar_type());
+  // Split sizes count rows of dim 0; empty means equal parts.
+  auto byte_splits = [&](const at::Tensor& t, const std::vector<int64_t>& rows, const char* what) {
+    const int64_t row_bytes = t.dim() == 0 || t.size(0) == 0 ? 0 : nbytes(t) / t.size(0);
+    std::vector<int64_t> out_splits(size_);
+    if (rows.empty()) {
+      TORCH_CHECK(t.dim() > 0 && t.size(0) % size_ == 0, "neuron backend: all_to_all_single's ",
+                  what, " has ", t.dim() > 0 ? t.size(0) : 0,
+                  " rows, not a multiple of the group's ", size_, " ranks");
+      for (auto& s : out_splits) s = t.size(0) / size_ * row_bytes;
+    } else {
+      TORCH_CHECK(static_cast<int>(rows.size()) == size_, "neuron backend: all_to_all_single's ",
+                  what, " split sizes list ", rows.size(), " entries for ", size_, " ranks");
+      int64_t sum = 0;
+      for (int r = 0; r < size_; ++r) out_splits[r] = rows[r] * row_bytes, sum += rows[r];
+      TORCH_CHECK(t.dim() > 0 && sum == t.size(0), "neuron backend: all_to_all_single's ", what,
+                  " split sizes add up to ", sum, " rows but the tensor has ",
+                  t.dim() > 0 ? t.size(0) : 0);
+    }
+    return out_splits;
+  };
+  Plan p;
+  p.call.kind = Kind::kAllToAll;
+  p.call.name = "all_to_all_single";
+  p.call.dtype = in.scalar_type();
+  p.call.shapes = {input.sizes()};
+  p.call.send_splits = byte_splits(in, input_split_sizes, "input");
+  p.call.recv_splits = byte_splits(out, output_split_sizes, "output");
+  p.call.model_bytes = static_cast<uint64_t>(nbytes(in));
+  p.type = c10d::OpType::ALLTOALL_BASE;
+  p.outputs = {output};
+  // Each peer gets the rows meant for it.
+  const at::Tensor in_bytes = bytes_of(in);
+  std::vector<int64_t> starts(size_ + 1, 0);
+  for (int r = 0; r < size_; ++r) starts[r + 1] = starts[r] + p.call.send_splits[r];
+  p.part = [in_bytes, starts](int peer) {
+    return in_bytes.narrow(0, starts[peer], starts[peer + 1] - starts[peer]);
+  };
+  const int64_t me = rank_;
+  const int64_t n = size_;
+  p.from_slots = [out, me, n](const Gathered& g) {
+    // Rank s sent me its rows for me; how many bytes is in its split sizes.
+    const at::Tensor dst = out.view({-1}).view(at::kByte);
+    int64_t at_out = 0;
+    for (int64_t s = 0; s < n; ++s) {
+      const auto* splits = reinterpret_cast<const int64_t*>(
+          g.all.data_ptr<uint8_t>() + s * g.layout.slot_bytes() + g.layout.splits_offset());
+      const int64_t len = splits[me];
+      dst.narrow(0, at_out, len).copy_(g.of(s, at::kByte, len));
+      at_out += len;
+    }
+  };
+  auto gloo = gloo_;
+  p.through_gloo = [gloo, in, out, output_split_sizes, input_split_sizes, opts]() {
+    at::Tensor o = out, i = in;
+    std::vector<int64_t> os = output_split_sizes, is = input_split_sizes;
+    return gloo->alltoall_base(o, i, os, is, opts);
+  };
+  return run(p);
+}
+
+c10::intrusive_ptr<c10d::Work> NeuronBackend::barrier(const c10d::BarrierOptions&) {
+  Plan p;
+  p.call.kind = Kind::kBarrier;
+  p.call.name = "barrier";
+  p.type = c10d::OpType::BARRIER;
+  return run(p);
+}
+
+}  // namespace neuronsim::backend::distributed

@@ -2,10 +2,10 @@
 // python/neuronsim/distributed from the Gloo group it owns) and the per-core collective totals.
 #include <torch/csrc/utils/pybind.h>
 
-#include "aten/tensor_desc.h"
+#include "accelerator/context.h"
+#include "aten/device_tensor.h"
 #include "distributed/bindings.h"
 #include "distributed/neuron_backend.h"
-#include "accelerator/context.h"
 
 namespace py = pybind11;
 

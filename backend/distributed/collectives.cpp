@@ -8,10 +8,10 @@
 #include <cstring>
 #include <numeric>
 
-#include "aten/tensor_desc.h"
+#include "accelerator/context.h"
+#include "aten/device_tensor.h"
 #include "distributed/neuron_backend.h"
 #include "distributed/neuron_work.h"
-#include "runtime/context.h"
 
 namespace neuronsim::backend::distributed {
 

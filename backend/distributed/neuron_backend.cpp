@@ -7,9 +7,9 @@
 #include <cstring>
 #include <numeric>
 
+#include "accelerator/context.h"
 #include "aten/device_tensor.h"
 #include "distributed/neuron_work.h"
-#include "accelerator/context.h"
 
 namespace neuronsim::backend::distributed {
 

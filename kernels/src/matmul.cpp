@@ -24,11 +24,12 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// DMA queues by role: the streamed operand gets the most, so its loads overlap each other's
-// launch latency; stores and the bias have their own so no load waits behind them.
-constexpr uint8_t kStreamedQueues[] = {0, 1, 2, 3};
-constexpr uint8_t kResidentQueues[] = {4, 5};
-constexpr uint8_t kStoreQueues[] = {6, 7};
+// DMA queues by role. Loads of both operands take turns on four queues in the order TensorE
+// needs them: enough queues to overlap one another's launch latency, few enough that the first
+// chunks do not share the bandwidth with many later ones. Stores and the bias have their own
+// queues so no load waits behind them.
+constexpr uint8_t kLoadQueues[] = {0, 1, 2, 3};
+constexpr uint8_t kStoreQueues[] = {4, 5, 6, 7};
 constexpr uint8_t kBiasQueue = 8;
 // Steps prepared ahead of the one being emitted: TensorE transposes of natural operands sit this
 // far ahead of the matmuls that read them in TensorE's stream.
@@ -47,9 +48,6 @@ struct Operand {
   // SBUF layout (bytes per partition)
   uint64_t slots_off = 0, chunk_bytes = 0, stage_off = 0, stage_bytes = 0;
   int64_t gw = 0;  // columns per chunk slot
-  std::vector<uint8_t> queues;
-  uint32_t next_queue = 0;
-  uint8_t queue() { return queues[next_queue++ % queues.size()]; }
 };
 
 // The operand's batch dims ([..., R, C] with R, C its last two), K/J strides and layout.
@@ -163,8 +161,6 @@ class MatmulEmitter {
     if (bias_) bias_off_ = b_.alloc_sbuf(2 * p_.bias_bytes);
     Operand& R = p_.a_resident ? A_ : B_;
     Operand& S = p_.a_resident ? B_ : A_;
-    R.queues.assign(std::begin(kResidentQueues), std::end(kResidentQueues));
-    S.queues.assign(std::begin(kStreamedQueues), std::end(kStreamedQueues));
     for (Operand* o : {&A_, &B_}) {
       o->chunk_bytes = uint64_t{p_.ck} * o->gw * o->es;
       o->stage_bytes =
@@ -182,7 +178,7 @@ class MatmulEmitter {
     tr_release_.resize(tr_bank_.size());
     stage_release_[0].resize(p_.stage_slots);
     stage_release_[1].resize(p_.stage_slots);
-    out_release_.resize(p_.out_slots);
+    out_release_.resize(p_.out_slots * p_.gm * p_.gn);
   }
 
   // The output groups in execution order and their chunk steps; the cache keys of every step.
@@ -275,7 +271,7 @@ class MatmulEmitter {
     const int64_t kt0 = int64_t{chunk} * p_.ck;
     const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - kt0);
     const int64_t k0 = kt0 * P, klen = std::min<int64_t>(nkt * P, K_ - k0);
-    const uint8_t q = o.queue();
+    const uint8_t q = load_queue();
     if (!o.natural) {
       // [k partitions, kt, j] straight into the slot: runs of jw elements when J is contiguous.
       b_.wait(kDma(q), release);
@@ -297,6 +293,7 @@ class MatmulEmitter {
                                               {{o.js, static_cast<uint32_t>(jw)}})));
       }
       slot.ready[0] = b_.mark(kDma(q));
+      loaded(slot.ready[0]);
       return;
     }
     // Natural: rows of J (128 per block) with klen contiguous elements each into a staging
@@ -324,6 +321,7 @@ class MatmulEmitter {
                                             {{1, static_cast<uint32_t>(klen)}})));
     }
     const Token staged = b_.mark(kDma(q));
+    loaded(staged);
     const int64_t nblocks = ceil_div(jw, P);
     const int64_t per_bank = static_cast<int64_t>(core_.psum.bank_bytes() / (P * o.es));
     Token transposed;
@@ -359,6 +357,25 @@ class MatmulEmitter {
       }
     }
     stage_release_[side][st] = transposed;
+  }
+
+  // The queue for the next load. The first two steps' loads go to the first two queues, one
+  // behind the other, and the other queues start once the first step's loads are in: the first
+  // matmuls then wait for two chunks at full bandwidth, not for every queue's first chunk
+  // sharing it. Afterwards loads rotate over all load queues in the order they are needed.
+  uint8_t load_queue() {
+    const uint32_t n = load_count_++;
+    const uint32_t nq = static_cast<uint32_t>(std::size(kLoadQueues));
+    const uint32_t i = n < 4 ? n % 2 : (n - 2) % nq;
+    const uint8_t q = kLoadQueues[i];
+    if (i >= 2 && !queue_started_[i]) {
+      for (const Token& t : first_loads_) b_.wait(kDma(q), t);
+    }
+    queue_started_[i] = true;
+    return q;
+  }
+  void loaded(Token t) {
+    if (first_loads_.size() < 2) first_loads_.push_back(t);
   }
 
   // VectorE or ScalarE, whichever has less estimated work so far (both may read PSUM).
@@ -418,21 +435,33 @@ class MatmulEmitter {
     const uint64_t b_off = B_.slots_off + sb * B_.chunk_bytes;
     const int64_t kt0 = int64_t{step_chunk_[i]} * p_.ck;
     const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - kt0);
-    for (int64_t kt = 0; kt < nkt; ++kt) {
+    const bool last = i == g.first_step + g.steps - 1;
+    tile_done_.assign(tiles.size(), Token{});
+    auto mm = [&](int64_t kt, const TileGeom& t) {
       const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K_ - (kt0 + kt) * P));
-      for (const TileGeom& t : tiles) {
-        const AccessPattern stat =
-            isa::sbuf_tile(A_.dt, kp, a_off + (kt * A_.gw + t.mt * A_.tile) * A_.es, t.mw);
-        const AccessPattern mov =
-            isa::sbuf_tile(B_.dt, kp, b_off + (kt * B_.gw + t.nt * B_.tile) * B_.es, t.nw);
-        b_.emit(kTensor, isa::matmul(acc_ap(t), stat, mov, kt0 + kt > 0));
+      const AccessPattern stat =
+          isa::sbuf_tile(A_.dt, kp, a_off + (kt * A_.gw + t.mt * A_.tile) * A_.es, t.mw);
+      const AccessPattern mov =
+          isa::sbuf_tile(B_.dt, kp, b_off + (kt * B_.gw + t.nt * B_.tile) * B_.es, t.nw);
+      b_.emit(kTensor, isa::matmul(acc_ap(t), stat, mov, kt0 + kt > 0));
+    };
+    if (!last) {
+      for (int64_t kt = 0; kt < nkt; ++kt) {
+        for (const TileGeom& t : tiles) mm(kt, t);
+      }
+    } else {
+      // A group's last step finishes one tile after the other, each marked done, so the
+      // epilogue and store of the first tiles overlap TensorE finishing the rest.
+      for (size_t ti = 0; ti < tiles.size(); ++ti) {
+        for (int64_t kt = 0; kt < nkt; ++kt) mm(kt, tiles[ti]);
+        if (ti + 1 < tiles.size()) tile_done_[ti] = b_.mark(kTensor);
       }
     }
     const Token done = b_.mark(kTensor);
+    if (last) tile_done_.back() = done;
     cache_a_->used(sa, i, done);
     cache_b_->used(sb, i, done);
     emitted_ = i + 1;
-    group_done_ = done;
   }
 
   // Loads the group's bias (scaled by beta) into a bias slot; returns its ready token.
@@ -475,16 +504,13 @@ class MatmulEmitter {
   void epilogue(size_t gi) {
     const Group& g = groups_[gi];
     const auto tiles = tiles_of(g, gi);
-    Token done = group_done_;
     if (g.steps == 0) {  // K == 0: the product is zero
       for (const TileGeom& t : tiles) {
         b_.wait(kVector, bank_release_[t.bank]);
         b_.emit(kVector, isa::memset(acc_ap(t), 0.0f));
       }
-      done = b_.mark(kVector);
+      tile_done_.assign(tiles.size(), b_.mark(kVector));
     }
-    const uint32_t os = out_count_++ % p_.out_slots;
-    const uint64_t out_base = out_off_ + os * out_group_bytes_;
     Token bias_ready;
     uint64_t bias_slot = 0;
     if (bias_) {
@@ -492,12 +518,14 @@ class MatmulEmitter {
       bias_ready = load_bias(g, bias_slot);
     }
     const ActFunc f = spec_.epilogue;
-    Token out_ready[2];
     for (size_t ti = 0; ti < tiles.size(); ++ti) {
       const TileGeom& t = tiles[ti];
+      const Token done = tile_done_[ti];
       const AccessPattern acc = acc_ap(t);
-      const AccessPattern out = isa::sbuf_tile(
-          c_.dtype, t.mw, out_base + (t.mt * p_.gn + t.nt) * uint64_t{B_.tile} * oes_, t.nw);
+      // Output tiles rotate through out_slots x gm x gn tile slots.
+      const uint32_t os = out_count_++ % static_cast<uint32_t>(out_release_.size());
+      const AccessPattern out =
+          isa::sbuf_tile(c_.dtype, t.mw, out_off_ + os * uint64_t{B_.tile} * oes_, t.nw);
       StreamId reader;
       if (!bias_) {
         if (f == ActFunc::kCopy) {
@@ -517,7 +545,7 @@ class MatmulEmitter {
         }
         const Token r = b_.mark(reader);
         bank_release_[t.bank] = r;
-        out_ready[reader == kVector ? 0 : 1] = r;
+        store(g, t, out, r, os);
         continue;
       }
       // Bias: VectorE adds it (it varies along the free dim); ScalarE applies the activation.
@@ -543,8 +571,8 @@ class MatmulEmitter {
         b_.emit(kVector, isa::tensor_tensor(out, src, bias_t, AluOp::kAdd));
         const Token r = b_.mark(kVector);
         bank_release_[t.bank] = r;
-        out_ready[0] = r;
         bias_release_[bias_count_ % 2] = r;
+        store(g, t, out, r, os);
         continue;
       }
       b_.emit(kVector, isa::tensor_tensor(tmp, src, bias_t, AluOp::kAdd));
@@ -556,42 +584,22 @@ class MatmulEmitter {
       b_.emit(kScalar, isa::activation(out, tmp, f));
       charge_scalar(t.nw);
       tmp_release_[ts] = b_.mark(kScalar);
-      out_ready[1] = tmp_release_[ts];
+      store(g, t, out, tmp_release_[ts], os);
     }
     if (bias_) ++bias_count_;
-    store(g, tiles, out_base, out_ready, os);
   }
 
-  // Stores the group's tiles: full tiles along one direction in one DMA each run.
-  void store(const Group& g, const std::vector<TileGeom>& tiles, uint64_t out_base,
-             const Token out_ready[2], uint32_t os) {
-    const uint32_t NT = B_.tile;
+  // Stores one tile as soon as its epilogue wrote it: the last group's store starts early.
+  void store(const Group& g, const TileGeom& t, const AccessPattern& out, Token ready,
+             uint32_t slot) {
     const StreamId q = kDma(kStoreQueues[store_count_++ % std::size(kStoreQueues)]);
-    b_.wait(q, out_ready[0]);
-    b_.wait(q, out_ready[1]);
-    auto emit_run = [&](const TileGeom& t, uint32_t count, bool along_m) {
-      const int64_t m0 = (int64_t{g.mg} * p_.gm + t.mt) * A_.tile;
-      const int64_t n0 = (int64_t{g.ng} * p_.gn + t.nt) * B_.tile;
-      const uint64_t src_off = out_base + (t.mt * p_.gn + t.nt) * uint64_t{NT} * oes_;
-      const int64_t run_stride = along_m ? int64_t{A_.tile} * crs_ : int64_t{NT} * ccs_;
-      const int64_t slot_stride = along_m ? int64_t{p_.gn} * NT : NT;
-      b_.emit(q, isa::dma_copy(
-                     hbm_ap(c_, g.c_base + m0 * crs_ + n0 * ccs_, t.mw, crs_,
-                            {{run_stride, count}, {ccs_, t.nw}}),
-                     isa::sbuf(c_.dtype, 0, t.mw, src_off, {{slot_stride, count}, {1, t.nw}})));
-    };
-    // Runs of tiles with equal extents: along M when the group is one tile wide, else along N.
-    const bool along_m = p_.gn == 1;
-    for (size_t i = 0; i < tiles.size();) {
-      size_t j = i + 1;
-      while (j < tiles.size() && tiles[j].mw == tiles[i].mw && tiles[j].nw == tiles[i].nw &&
-             (along_m ? tiles[j].nt == tiles[i].nt : tiles[j].mt == tiles[i].mt)) {
-        ++j;
-      }
-      emit_run(tiles[i], static_cast<uint32_t>(j - i), along_m);
-      i = j;
-    }
-    out_release_[os] = b_.mark(q);
+    const int64_t m0 = (int64_t{g.mg} * p_.gm + t.mt) * A_.tile;
+    const int64_t n0 = (int64_t{g.ng} * p_.gn + t.nt) * B_.tile;
+    b_.wait(q, ready);
+    b_.emit(q, isa::dma_copy(hbm_ap(c_, g.c_base + m0 * crs_ + n0 * ccs_, t.mw, crs_,
+                                    {{ccs_, t.nw}}),
+                             out));
+    out_release_[slot] = b_.mark(q);
   }
 
   static StreamId kDma(uint8_t q) { return dma_queue(q); }
@@ -618,10 +626,13 @@ class MatmulEmitter {
 
   std::vector<Token> bank_release_, tr_release_, out_release_;
   std::vector<Token> stage_release_[2];
-  Token tmp_release_[2], bias_release_[2], group_done_;
+  Token tmp_release_[2], bias_release_[2];
+  std::vector<Token> tile_done_;  // the current group's tiles: last matmul done
   uint32_t stage_count_[2] = {0, 0}, tr_count_ = 0, out_count_ = 0, tmp_count_ = 0, bias_count_ = 0,
-           store_count_ = 0;
+           store_count_ = 0, load_count_ = 0;
   double busy_vector_ = 0, busy_scalar_ = 0;
+  std::vector<Token> first_loads_;
+  bool queue_started_[std::size(kLoadQueues)] = {};
 };
 
 }  // namespace

@@ -14,7 +14,8 @@ int64_t ceil_div(int64_t a, int64_t b) {
 
 // Chunk slots of at most this many bytes per partition: a few KiB per descriptor row keeps the
 // per-packet DMA overhead small (DMA-BW: >= 2 KiB per partition approaches peak).
-constexpr uint64_t kChunkBytes = 4096;
+constexpr uint64_t kChunkBytes = 2048;
+constexpr uint32_t kMinChunks = 4;
 constexpr uint32_t kStreamedRing = 4;  // streamed chunks in flight when nothing is reused
 constexpr uint32_t kStageSlots = 3;    // natural row stripes in flight per natural operand
 constexpr uint64_t kSlack = 64 * 24;   // alignment of the allocations
@@ -46,8 +47,9 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
   p.gw_a = std::min<int64_t>(s.a.extent, int64_t{p.gm} * s.a.tile);
   p.gw_b = std::min<int64_t>(s.b.extent, int64_t{p.gn} * s.b.tile);
   const uint64_t row_a = p.gw_a * s.a.elem_bytes, row_b = p.gw_b * s.b.elem_bytes;
-  p.ck = static_cast<uint32_t>(
-      std::clamp<uint64_t>(chunk_cap / std::max(row_a, row_b), 1, std::max<uint32_t>(1, p.kt)));
+  // At least kMinChunks chunks along K, so the first matmuls wait for a small first load.
+  p.ck = static_cast<uint32_t>(std::clamp<uint64_t>(chunk_cap / std::max(row_a, row_b), 1,
+                                                    std::max<uint32_t>(1, p.kt / kMinChunks)));
   p.chunks = static_cast<uint32_t>(ceil_div(p.kt, p.ck));
   p.stage_slots = natural ? kStageSlots : 0;
   p.bias_bytes = s.bias ? (s.bias_rows ? p.gm : 1) * p.gw_b * 4 : 0;

@@ -31,9 +31,6 @@ int64_t ceil_div(int64_t a, int64_t b) {
 constexpr uint8_t kLoadQueues[] = {0, 1, 2, 3};
 constexpr uint8_t kStoreQueues[] = {4, 5, 6, 7};
 constexpr uint8_t kBiasQueue = 8;
-// Steps prepared ahead of the one being emitted: TensorE transposes of natural operands sit this
-// far ahead of the matmuls that read them in TensorE's stream.
-constexpr int kLookahead = 2;
 
 // One operand of C = A @ B seen as K x J (J = M for A, N for B): element (k, j) of a batch slice
 // sits at base + k * ks + j * js.
@@ -234,7 +231,10 @@ class MatmulEmitter {
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       const Group& g = groups_[gi];
       for (int i = g.first_step; i < g.first_step + g.steps; ++i) {
-        for (int j = i; j < std::min<int>(i + 1 + kLookahead, static_cast<int>(keys_a_.size()));
+        // Chunks are prepared p_.lookahead steps ahead: TensorE transposes of natural operands
+        // sit that far ahead of the matmuls that read them in TensorE's stream.
+        const int ahead = static_cast<int>(p_.lookahead);
+        for (int j = i; j < std::min<int>(i + 1 + ahead, static_cast<int>(keys_a_.size()));
              ++j) {
           if (j > prepared_ && !prepare(j)) break;
         }

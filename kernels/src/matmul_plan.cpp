@@ -1,6 +1,7 @@
 #include "matmul_plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -17,12 +18,19 @@ int64_t ceil_div(int64_t a, int64_t b) {
 constexpr uint64_t kChunkBytes = 2048;
 constexpr uint32_t kMinChunks = 4;
 constexpr uint32_t kStreamedRing = 4;  // streamed chunks in flight when nothing is reused
-constexpr uint32_t kStageSlots = 3;    // natural row stripes in flight per natural operand
+constexpr uint32_t kMaxStageSlots = 8;  // natural row stripes in flight per natural operand
+constexpr double kLookaheadNs = 3000;
 constexpr uint64_t kSlack = 64 * 24;   // alignment of the allocations
 
 struct Choice {
   uint32_t rb = 0, resident_slots = 0, streamed_slots = 0;
   double estimate = 0;
+  double traffic_s = 0;  // HBM traffic / bandwidth: breaks ties (less DMA pressure)
+  bool better_than(const Choice& o) const {
+    if (estimate < o.estimate * 0.99) return true;
+    if (o.estimate < estimate * 0.99) return false;
+    return traffic_s <= o.traffic_s;
+  }
 };
 
 }  // namespace
@@ -32,7 +40,7 @@ namespace {
 // The plan for a given PSUM group size, output slots and chunk size cap; estimate_s is
 // infinite when it does not fit in SBUF.
 MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint32_t group_banks,
-                     uint32_t out_slots, uint64_t chunk_cap) {
+                     uint32_t out_slots, uint64_t chunk_cap, uint32_t max_stage) {
   MatmulPlan p;
   const uint32_t P = core.tensor.rows;
   p.kt = static_cast<uint32_t>(ceil_div(s.k, P));
@@ -47,11 +55,28 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
   p.gw_a = std::min<int64_t>(s.a.extent, int64_t{p.gm} * s.a.tile);
   p.gw_b = std::min<int64_t>(s.b.extent, int64_t{p.gn} * s.b.tile);
   const uint64_t row_a = p.gw_a * s.a.elem_bytes, row_b = p.gw_b * s.b.elem_bytes;
-  // At least kMinChunks chunks along K, so the first matmuls wait for a small first load.
-  p.ck = static_cast<uint32_t>(std::clamp<uint64_t>(chunk_cap / std::max(row_a, row_b), 1,
-                                                    std::max<uint32_t>(1, p.kt / kMinChunks)));
+  // A kernel of few groups takes at least kMinChunks chunks along K, so its first matmuls wait
+  // for a small first load; with many groups the next group's loads hide behind this one.
+  const int64_t groups =
+      static_cast<int64_t>(s.batches) * ceil_div(mtiles, p.gm) * ceil_div(ntiles, p.gn);
+  const uint32_t max_ck = groups < 4 ? std::max<uint32_t>(1, p.kt / kMinChunks) : p.kt;
+  // K-major operands move runs of a group's width whatever the chunk; natural ones move runs of
+  // the chunk's K extent, so those want chunks of at least chunk_cap bytes of K.
+  uint64_t ck = chunk_cap / std::max(row_a, row_b);
+  for (const MatmulSide* o : {&s.a, &s.b}) {
+    if (o->natural) ck = std::max<uint64_t>(ck, ceil_div(chunk_cap, P * o->elem_bytes));
+  }
+  p.ck = static_cast<uint32_t>(std::clamp<uint64_t>(ck, 1, std::max<uint32_t>(1, max_ck)));
   p.chunks = static_cast<uint32_t>(ceil_div(p.kt, p.ck));
-  p.stage_slots = natural ? kStageSlots : 0;
+  // Steps prepared ahead: about kLookaheadNs of TensorE work, so the loads and transposes of
+  // natural operands (each a DMA, TensorE and a copy engine in turn) are ready in time.
+  const double fp32 = s.a.elem_bytes == 4 ? core.tensor.fp32_cost_factor : 1.0;
+  const double step_ns =
+      p.ck * p.gm * p.gn *
+      std::max<double>(core.tensor.mm_min_ii_cycles, std::min<int64_t>(s.b.tile, s.b.extent)) *
+      fp32 / core.tensor.frequency_hz * 1e9;
+  p.lookahead = static_cast<uint32_t>(std::clamp(std::ceil(kLookaheadNs / step_ns), 2.0, 16.0));
+  p.stage_slots = natural ? std::min<uint32_t>(p.lookahead + 2, max_stage) : 0;
   p.bias_bytes = s.bias ? (s.bias_rows ? p.gm : 1) * p.gw_b * 4 : 0;
   const uint64_t chunk_a = p.ck * row_a, chunk_b = p.ck * row_b;
   // Natural operands stage whole 128-row blocks.
@@ -64,7 +89,7 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
   const uint64_t budget = core.sbuf.partition_bytes > fixed ? core.sbuf.partition_bytes - fixed : 0;
 
   const double dma_bw = core.dma.engines * core.dma.engine_bandwidth_bytes_per_s;
-  const double fp32 = (s.a.elem_bytes == 4 ? core.tensor.fp32_cost_factor : 1.0);
+
   const double mm_cycles =
       static_cast<double>(s.batches) * mtiles * ntiles * p.kt *
       std::max<double>(core.tensor.mm_min_ii_cycles, std::min<int64_t>(s.b.tile, s.b.extent)) *
@@ -102,7 +127,8 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
         kx * X.elem_bytes * X.batches * passes_x + ky * Y.elem_bytes * s.batches * passes_y;
     const double transposes = (X.natural ? kx * X.batches * passes_x / P : 0) +
                               (Y.natural ? ky * s.batches * passes_y / P : 0);
-    c.estimate = std::max(traffic / dma_bw, (mm_cycles + transposes) / core.tensor.frequency_hz);
+    c.traffic_s = traffic / dma_bw;
+    c.estimate = std::max(c.traffic_s, (mm_cycles + transposes) / core.tensor.frequency_hz);
     if (c.resident_slots < 1 && p.chunks > 0) c.estimate = 1e300;  // does not fit
     return c;
   };
@@ -112,7 +138,7 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
     p.estimate_s = 1e300;
     return p;
   }
-  p.a_resident = ca.estimate <= cb.estimate;
+  p.a_resident = ca.better_than(cb);
   const Choice& c = p.a_resident ? ca : cb;
   p.rb = c.rb;
   p.resident_slots = c.resident_slots;
@@ -130,8 +156,10 @@ MatmulPlan plan_matmul(const MatmulShape& s, const device::CoreParams& core) {
   for (uint32_t banks = max_banks; banks >= 1; --banks) {
     for (uint32_t out_slots : {3u, 2u}) {
       for (uint64_t cap = kChunkBytes; cap >= 256; cap /= 4) {
-        const MatmulPlan p = plan_with(s, core, banks, out_slots, cap);
-        if (p.estimate_s < 1e300) return p;
+        for (uint32_t stage : {kMaxStageSlots, 3u}) {
+          const MatmulPlan p = plan_with(s, core, banks, out_slots, cap, stage);
+          if (p.estimate_s < 1e300) return p;
+        }
       }
     }
   }

@@ -43,6 +43,7 @@ struct MatmulPlan {
   uint32_t rb = 1;  // groups of the resident operand per block
   uint32_t resident_slots = 0, streamed_slots = 0;
   uint32_t stage_slots = 0;  // staging for natural operands (per natural side)
+  uint32_t lookahead = 2;    // steps whose chunks are prepared before a step's matmuls
   uint32_t out_slots = 3;    // output groups in flight
   uint64_t bias_bytes = 0;   // per bias slot, per partition
   double estimate_s = 0;     // what the choice was made on

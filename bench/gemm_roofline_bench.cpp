@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
       "bytes / %.0f GB/s (%s))\n\n",
       preset.c_str(), chip.tensor_peak_flops() * 1e-12, t.fp32_cost_factor, mem_bw * 1e-9,
       mem_name);
-  std::printf("%-5s %6s %6s %6s %13s %13s %-7s %9s\n", "dtype", "m", "k", "n", "simulated",
-              "bound", "binds", "sim/bound");
+  std::printf("%-5s %6s %6s %6s %13s %13s %-7s %9s\n", "dtype", "m", "k", "n", "simulated", "bound",
+              "binds", "sim/bound");
 
   std::vector<Row> rows;
   for (device::DType dt : dtypes) {
@@ -113,8 +113,7 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * r.m * r.n * r.k;
       const double factor = dt == device::DType::kFp32 ? t.fp32_cost_factor : 1.0;
       r.tensor_s = flops * factor / chip.tensor_peak_flops();
-      r.memory_s =
-          (double(r.m) * r.k + double(r.k) * r.n + double(r.m) * r.n) * es / mem_bw;
+      r.memory_s = (double(r.m) * r.k + double(r.k) * r.n + double(r.m) * r.n) * es / mem_bw;
       std::printf("%-5s %6u %6u %6u %10.3f us %10.3f us %-7s %9.3f\n",
                   std::string(device::dtype_name(dt)).c_str(), r.m, r.k, r.n, r.sim_s * 1e6,
                   r.bound() * 1e6, r.tensor_s >= r.memory_s ? "TensorE" : mem_name,
@@ -126,8 +125,8 @@ int main(int argc, char** argv) {
   const auto worst = std::max_element(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
     return a.sim_s / a.bound() < b.sim_s / b.bound();
   });
-  const size_t within =
-      std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.sim_s <= 1.1 * r.bound(); });
+  const size_t within = std::count_if(rows.begin(), rows.end(),
+                                      [](const Row& r) { return r.sim_s <= 1.1 * r.bound(); });
   std::printf("\n%zu of %zu rows within 10%% of their bound; worst %s %ux%ux%u at %.3fx\n", within,
               rows.size(), std::string(device::dtype_name(worst->dtype)).c_str(), worst->m,
               worst->k, worst->n, worst->sim_s / worst->bound());

@@ -94,8 +94,9 @@ class MatmulEmitter {
  public:
   MatmulEmitter(const std::string& name, const TensorDesc& a, const TensorDesc& b,
                 const TensorDesc& c, const std::optional<TensorDesc>& bias, const MatmulSpec& spec,
-                const CoreParams& core)
+                const CoreParams& core, bool transposed_out)
       : b_(name, core),
+        swapped_(transposed_out),
         core_(core),
         spec_(spec),
         c_(c),
@@ -121,6 +122,9 @@ class MatmulEmitter {
     }
     bias_rs_ = bias_strides_[n - 2];
     bias_cs_ = bias_strides_[n - 1];
+    // A bias constant along the free dim (one value per output partition) is ScalarE's
+    // per-partition bias operand: one instruction applies scale, bias and activation.
+    bias_column_ = bias_ && bias_cs_ == 0 && bias_rs_ != 0;
   }
 
   Program build() && {
@@ -142,7 +146,9 @@ class MatmulEmitter {
     for (size_t d = 0; d + 2 < c_.sizes.size(); ++d) s.batches *= c_.sizes[d];
     s.bias = bias_.has_value();
     s.bias_rows = s.bias && bias_rs_ != 0;
-    s.tmp = s.bias && (spec_.epilogue != ActFunc::kCopy || spec_.alpha != 1.0f);
+    s.bias_column = bias_column_;
+    s.tmp = s.bias && !bias_column_ && (spec_.epilogue != ActFunc::kCopy || spec_.alpha != 1.0f);
+    s.transposed_out = swapped_;
     tmp_ = s.tmp;
     p_ = plan_matmul(s, core_);
     A_.gw = p_.gw_a;
@@ -156,6 +162,7 @@ class MatmulEmitter {
     out_off_ = b_.alloc_sbuf(p_.out_slots * out_group_bytes_);
     if (tmp_) tmp_off_ = b_.alloc_sbuf(2 * uint64_t{NT} * 4);
     if (bias_) bias_off_ = b_.alloc_sbuf(2 * p_.bias_bytes);
+    if (swapped_) final_off_ = b_.alloc_sbuf(2 * uint64_t{p_.gm} * A_.tile * oes_);
     Operand& R = p_.a_resident ? A_ : B_;
     Operand& S = p_.a_resident ? B_ : A_;
     for (Operand* o : {&A_, &B_}) {
@@ -169,9 +176,9 @@ class MatmulEmitter {
       R.slots_off = b_.alloc_sbuf(r_slots * R.chunk_bytes);
       S.slots_off = b_.alloc_sbuf(s_slots * S.chunk_bytes);
     }
-    for (uint32_t i = 0; i < 2 * p_.group_banks; ++i) acc_bank_.push_back(b_.alloc_psum_bank());
+    for (uint32_t i = 0; i < 2 * p_.acc_banks; ++i) acc_bank_.push_back(b_.alloc_psum_bank());
     for (uint32_t i = 0; i < p_.tr_banks; ++i) tr_bank_.push_back(b_.alloc_psum_bank());
-    bank_release_.resize(acc_bank_.size());
+    bank_release_.resize(2 * p_.gm * p_.gn);
     tr_release_.resize(tr_bank_.size());
     stage_release_[0].resize(p_.stage_slots);
     stage_release_[1].resize(p_.stage_slots);
@@ -234,8 +241,7 @@ class MatmulEmitter {
         // Chunks are prepared p_.lookahead steps ahead: TensorE transposes of natural operands
         // sit that far ahead of the matmuls that read them in TensorE's stream.
         const int ahead = static_cast<int>(p_.lookahead);
-        for (int j = i; j < std::min<int>(i + 1 + ahead, static_cast<int>(keys_a_.size()));
-             ++j) {
+        for (int j = i; j < std::min<int>(i + 1 + ahead, static_cast<int>(keys_a_.size())); ++j) {
           if (j > prepared_ && !prepare(j)) break;
         }
         if (prepared_ < i) throw std::logic_error("matmul: a chunk found no SBUF slot");
@@ -394,11 +400,12 @@ class MatmulEmitter {
   }
 
   struct TileGeom {
-    uint32_t mt, nt, mw, nw, bank;
+    uint32_t mt, nt, mw, nw;
+    uint32_t bank;  // accumulator slot: two groups of gm x gn tiles, packed into PSUM banks
   };
   std::vector<TileGeom> tiles_of(const Group& g, size_t gi) const {
     std::vector<TileGeom> t;
-    const uint32_t parity = static_cast<uint32_t>(gi % 2) * p_.group_banks;
+    const uint32_t parity = static_cast<uint32_t>(gi % 2) * p_.gm * p_.gn;
     for (uint32_t mt = 0; mt < p_.gm; ++mt) {
       const int64_t m0 = (int64_t{g.mg} * p_.gm + mt) * A_.tile;
       if (m0 >= M_) break;
@@ -414,7 +421,11 @@ class MatmulEmitter {
   }
 
   AccessPattern acc_ap(const TileGeom& t) const {
-    return isa::psum_tile(DType::kFp32, t.mw, acc_bank_[t.bank], t.nw);
+    const uint32_t per_group = p_.gm * p_.gn, group = t.bank / per_group, i = t.bank % per_group;
+    return isa::psum_tile(DType::kFp32, t.mw,
+                          acc_bank_[group * p_.acc_banks + i / p_.tiles_per_bank] +
+                              (i % p_.tiles_per_bank) * p_.acc_tile_bytes,
+                          t.nw);
   }
 
   void emit_step(size_t gi, int i) {
@@ -473,7 +484,16 @@ class MatmulEmitter {
     const uint32_t bs = bias_count_ % 2;
     b_.wait(q, bias_release_[bs]);
     uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(P, M_));
-    if (bias_rs_ == 0) {
+    if (bias_column_) {
+      // [rows, 1] per tile along M: slot element (p, mt).
+      for (uint32_t mt = 0; mt < p_.gm && m0 + int64_t{mt} * A_.tile < M_; ++mt) {
+        const int64_t r0 = m0 + int64_t{mt} * A_.tile;
+        rows = static_cast<uint32_t>(std::min<int64_t>(A_.tile, M_ - r0));
+        b_.emit(q, isa::dma_copy(isa::sbuf(DType::kFp32, 0, rows, off + mt * 4ull, {{1, 1}}),
+                                 hbm_ap(*bias_, g.bias_base + r0 * bias_rs_ + n0 * bias_cs_, rows,
+                                        bias_rs_, {{1, 1}})));
+      }
+    } else if (bias_rs_ == 0) {
       b_.emit(
           q, isa::dma_copy(isa::sbuf(DType::kFp32, 0, rows, off, {{1, nw}}),
                            hbm_ap(*bias_, g.bias_base + n0 * bias_cs_, rows, 0, {{bias_cs_, nw}})));
@@ -527,6 +547,21 @@ class MatmulEmitter {
       const AccessPattern out =
           isa::sbuf_tile(c_.dtype, t.mw, out_off_ + os * uint64_t{B_.tile} * oes_, t.nw);
       StreamId reader;
+      if (bias_column_) {
+        const AccessPattern col =
+            isa::sbuf(DType::kFp32, 0, t.mw, bias_slot + t.mt * 4ull, {{1, 1}});
+        b_.wait(kScalar, done);
+        b_.wait(kScalar, bias_ready);
+        b_.wait(kScalar, out_release_[os]);
+        b_.emit(kScalar,
+                isa::activation(out, acc, f, isa::imm(spec_.alpha), isa::per_partition(col)));
+        charge_scalar(t.nw);
+        const Token r = b_.mark(kScalar);
+        bank_release_[t.bank] = r;
+        bias_release_[bias_count_ % 2] = r;
+        store(g, t, out, r, os);
+        continue;
+      }
       if (!bias_) {
         if (f == ActFunc::kCopy) {
           reader = pick_engine(t.nw, true);
@@ -587,19 +622,72 @@ class MatmulEmitter {
       store(g, t, out, tmp_release_[ts], os);
     }
     if (bias_) ++bias_count_;
+    if (swapped_) store_transposed(g);
   }
 
   // Stores one tile as soon as its epilogue wrote it: the last group's store starts early.
   void store(const Group& g, const TileGeom& t, const AccessPattern& out, Token ready,
              uint32_t slot) {
+    if (swapped_) {
+      pending_.push_back({t, out, ready, slot});
+      return;
+    }
     const StreamId q = kDma(kStoreQueues[store_count_++ % std::size(kStoreQueues)]);
     const int64_t m0 = (int64_t{g.mg} * p_.gm + t.mt) * A_.tile;
     const int64_t n0 = (int64_t{g.ng} * p_.gn + t.nt) * B_.tile;
     b_.wait(q, ready);
-    b_.emit(q, isa::dma_copy(hbm_ap(c_, g.c_base + m0 * crs_ + n0 * ccs_, t.mw, crs_,
-                                    {{ccs_, t.nw}}),
-                             out));
+    b_.emit(q, isa::dma_copy(
+                   hbm_ap(c_, g.c_base + m0 * crs_ + n0 * ccs_, t.mw, crs_, {{ccs_, t.nw}}), out));
     out_release_[slot] = b_.mark(q);
+  }
+
+  // Weight-stationary frame: the kernel computed C^T in tiles [n rows, m cols]. TensorE transposes
+  // each group's tiles of one column block into a PSUM bank side by side, a copy engine moves the
+  // [m, n] block to SBUF, and one DMA stores it as rows of C.
+  void store_transposed(const Group& g) {
+    std::vector<PendingTile> tiles = std::move(pending_);
+    pending_.clear();
+    for (size_t i = 0; i < tiles.size();) {
+      size_t j = i;
+      const uint32_t tb = tr_count_++ % p_.tr_banks;
+      b_.wait(kTensor, tr_release_[tb]);
+      uint32_t cols = 0;
+      const uint32_t rows = tiles[i].t.nw;
+      for (; j < tiles.size() && tiles[j].t.nt == tiles[i].t.nt; ++j) {
+        const PendingTile& x = tiles[j];
+        b_.wait(kTensor, x.ready);
+        b_.emit(kTensor,
+                isa::transpose(isa::psum_tile(c_.dtype, rows, tr_bank_[tb] + cols * oes_, x.t.mw),
+                               x.out));
+        cols += x.t.mw;
+      }
+      const Token tr = b_.mark(kTensor);
+      for (size_t k = i; k < j; ++k) out_release_[tiles[k].slot] = tr;
+      const uint32_t fs = final_count_++ % 2;
+      const AccessPattern fin =
+          isa::sbuf_tile(c_.dtype, rows, final_off_ + fs * uint64_t{p_.gm} * A_.tile * oes_, cols);
+      const StreamId e = pick_engine(cols, true);
+      b_.wait(e, tr);
+      b_.wait(e, final_release_[fs]);
+      const AccessPattern ps = isa::psum_tile(c_.dtype, rows, tr_bank_[tb], cols);
+      if (e == kVector) {
+        b_.emit(e, isa::tensor_copy(fin, ps));
+      } else {
+        b_.emit(e, isa::activation(fin, ps, ActFunc::kCopy));
+      }
+      const Token copied = b_.mark(e);
+      tr_release_[tb] = copied;
+      const TileGeom& t0 = tiles[i].t;
+      const int64_t m0 = (int64_t{g.mg} * p_.gm + t0.mt) * A_.tile;
+      const int64_t n0 = (int64_t{g.ng} * p_.gn + t0.nt) * B_.tile;
+      const StreamId q = kDma(kStoreQueues[store_count_++ % std::size(kStoreQueues)]);
+      b_.wait(q, copied);
+      b_.emit(
+          q, isa::dma_copy(hbm_ap(c_, g.c_base + m0 * crs_ + n0 * ccs_, rows, ccs_, {{crs_, cols}}),
+                           fin));
+      final_release_[fs] = b_.mark(q);
+      i = j;
+    }
   }
 
   static StreamId kDma(uint8_t q) { return dma_queue(q); }
@@ -613,7 +701,19 @@ class MatmulEmitter {
   int64_t M_ = 0, N_ = 0, K_ = 0, crs_ = 0, ccs_ = 0, bias_rs_ = 0, bias_cs_ = 0;
   std::vector<int64_t> bias_strides_;
   MatmulPlan p_;
+  bool swapped_ = false;      // computing C^T (weight-stationary); outputs transposed back
+  bool bias_column_ = false;  // the bias is one value per output partition
   bool tmp_ = false;
+  struct PendingTile {
+    TileGeom t;
+    AccessPattern out;
+    Token ready;
+    uint32_t slot;
+  };
+  std::vector<PendingTile> pending_;
+  uint64_t final_off_ = 0;
+  uint32_t final_count_ = 0;
+  Token final_release_[2];
   uint64_t oes_ = 0, out_group_bytes_ = 0, out_off_ = 0, tmp_off_ = 0, bias_off_ = 0;
   std::vector<uint64_t> acc_bank_, tr_bank_;
 
@@ -644,7 +744,26 @@ Program build_matmul(const std::string& name, const TensorDesc& a, const TensorD
     throw std::invalid_argument("matmul operands need at least 2 dims");
   }
   if (c.numel() == 0) return Program{name, {}, {}};
-  return MatmulEmitter(name, a, b, c, bias, spec, core).build();
+  // Decode-shaped products (few rows, a wide weight) run weight-stationary: C^T = B^T A^T, so
+  // the weight is TensorE's stationary operand and each matmul streams only the few rows of A
+  // (ISA-2.26: max(min(64, N_stationary), N_moving) cycles per 128 x 128 weight tile instead of
+  // 512 per 128 x 512); the C^T tiles are transposed back on TensorE before the store.
+  const int64_t M = c.sizes[c.sizes.size() - 2], N = c.sizes.back();
+  const bool swap = M <= core.tensor.mm_min_ii_cycles && N >= core.tensor.moving_free_max &&
+                    c.strides.back() == 1;
+  if (!swap) return MatmulEmitter(name, a, b, c, bias, spec, core, false).build();
+  auto t = [](TensorDesc d) {
+    const size_t n = d.sizes.size();
+    std::swap(d.sizes[n - 1], d.sizes[n - 2]);
+    std::swap(d.strides[n - 1], d.strides[n - 2]);
+    return d;
+  };
+  std::optional<TensorDesc> bias_t;
+  if (bias) {
+    TensorDesc e{bias->address, bias->dtype, c.sizes, broadcast_strides(*bias, c.sizes)};
+    bias_t = t(e);
+  }
+  return MatmulEmitter(name, t(b), t(a), t(c), bias_t, spec, core, true).build();
 }
 
 }  // namespace neuronsim::kernels

@@ -17,10 +17,10 @@ int64_t ceil_div(int64_t a, int64_t b) {
 // per-packet DMA overhead small (DMA-BW: >= 2 KiB per partition approaches peak).
 constexpr uint64_t kChunkBytes = 2048;
 constexpr uint32_t kMinChunks = 4;
-constexpr uint32_t kStreamedRing = 4;  // streamed chunks in flight when nothing is reused
+constexpr uint32_t kStreamedRing = 4;   // streamed chunks in flight when nothing is reused
 constexpr uint32_t kMaxStageSlots = 8;  // natural row stripes in flight per natural operand
 constexpr double kLookaheadNs = 3000;
-constexpr uint64_t kSlack = 64 * 24;   // alignment of the allocations
+constexpr uint64_t kSlack = 64 * 24;  // alignment of the allocations
 
 struct Choice {
   uint32_t rb = 0, resident_slots = 0, streamed_slots = 0;
@@ -45,13 +45,19 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
   const uint32_t P = core.tensor.rows;
   p.kt = static_cast<uint32_t>(ceil_div(s.k, P));
   const bool natural = s.a.natural || s.b.natural;
-  p.tr_banks = natural ? 2 : 0;
+  p.tr_banks = natural || s.transposed_out ? 2 : 0;
   p.group_banks = group_banks;
   p.out_slots = out_slots;
   const int64_t mtiles = ceil_div(s.a.extent, s.a.tile), ntiles = ceil_div(s.b.extent, s.b.tile);
   p.gm = static_cast<uint32_t>(std::min<int64_t>(p.group_banks, mtiles));
   p.gn =
       static_cast<uint32_t>(std::max<int64_t>(1, std::min<int64_t>(p.group_banks / p.gm, ntiles)));
+  // Narrow output tiles (few columns) share banks; the banks left over take transposes.
+  p.acc_tile_bytes = std::min<int64_t>(s.b.tile, s.b.extent) * 4;
+  p.tiles_per_bank =
+      static_cast<uint32_t>(std::max<uint64_t>(1, core.psum.bank_bytes() / p.acc_tile_bytes));
+  p.acc_banks = static_cast<uint32_t>(ceil_div(p.gm * p.gn, p.tiles_per_bank));
+  if (p.tr_banks > 0) p.tr_banks = core.psum.banks - 2 * p.acc_banks;
   p.gw_a = std::min<int64_t>(s.a.extent, int64_t{p.gm} * s.a.tile);
   p.gw_b = std::min<int64_t>(s.b.extent, int64_t{p.gn} * s.b.tile);
   const uint64_t row_a = p.gw_a * s.a.elem_bytes, row_b = p.gw_b * s.b.elem_bytes;
@@ -77,15 +83,16 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
       fp32 / core.tensor.frequency_hz * 1e9;
   p.lookahead = static_cast<uint32_t>(std::clamp(std::ceil(kLookaheadNs / step_ns), 2.0, 16.0));
   p.stage_slots = natural ? std::min<uint32_t>(p.lookahead + 2, max_stage) : 0;
-  p.bias_bytes = s.bias ? (s.bias_rows ? p.gm : 1) * p.gw_b * 4 : 0;
+  p.bias_bytes = !s.bias ? 0 : s.bias_column ? p.gm * 4 : (s.bias_rows ? p.gm : 1) * p.gw_b * 4;
   const uint64_t chunk_a = p.ck * row_a, chunk_b = p.ck * row_b;
   // Natural operands stage whole 128-row blocks.
   const uint64_t stage_a = p.ck * ceil_div(p.gw_a, P) * P * s.a.elem_bytes;
   const uint64_t stage_b = p.ck * ceil_div(p.gw_b, P) * P * s.b.elem_bytes;
-  const uint64_t fixed = p.out_slots * p.gm * p.gn * uint64_t{s.b.tile} * s.out_elem_bytes +
-                         (s.tmp ? 2 * uint64_t{s.b.tile} * 4 : 0) + 2 * p.bias_bytes +
-                         (s.a.natural ? p.stage_slots * stage_a : 0) +
-                         (s.b.natural ? p.stage_slots * stage_b : 0) + kSlack;
+  const uint64_t fixed =
+      p.out_slots * p.gm * p.gn * uint64_t{s.b.tile} * s.out_elem_bytes +
+      (s.tmp ? 2 * uint64_t{s.b.tile} * 4 : 0) + 2 * p.bias_bytes +
+      (s.a.natural ? p.stage_slots * stage_a : 0) + (s.b.natural ? p.stage_slots * stage_b : 0) +
+      (s.transposed_out ? 2 * p.gm * uint64_t{s.a.tile} * s.out_elem_bytes : 0) + kSlack;
   const uint64_t budget = core.sbuf.partition_bytes > fixed ? core.sbuf.partition_bytes - fixed : 0;
 
   const double dma_bw = core.dma.engines * core.dma.engine_bandwidth_bytes_per_s;
@@ -151,7 +158,7 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
 
 MatmulPlan plan_matmul(const MatmulShape& s, const device::CoreParams& core) {
   // The largest PSUM groups, output slots and chunks that fit; smaller ones on a small SBUF.
-  const uint32_t tr_banks = (s.a.natural || s.b.natural) ? 2 : 0;
+  const uint32_t tr_banks = (s.a.natural || s.b.natural || s.transposed_out) ? 2 : 0;
   const uint32_t max_banks = std::max<uint32_t>(1, (core.psum.banks - tr_banks) / 2);
   for (uint32_t banks = max_banks; banks >= 1; --banks) {
     for (uint32_t out_slots : {3u, 2u}) {

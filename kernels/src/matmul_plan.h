@@ -27,18 +27,23 @@ struct MatmulShape {
   uint64_t out_elem_bytes = 0;
   uint64_t batches = 1;
   bool bias = false;
-  bool bias_rows = false;  // the bias varies along M (else one row broadcast over M)
-  bool tmp = false;        // the epilogue needs an fp32 staging tile
+  bool bias_rows = false;       // the bias varies along M (else one row broadcast over M)
+  bool bias_column = false;     // ... and is constant along N (a per-partition operand)
+  bool transposed_out = false;  // C^T tiles go back through TensorE transposes
+  bool tmp = false;             // the epilogue needs an fp32 staging tile
 };
 
 struct MatmulPlan {
-  uint32_t kt = 0;             // k-tiles of 128
-  uint32_t ck = 1;             // k-tiles per chunk
-  uint32_t chunks = 0;         // chunks along K
-  uint32_t group_banks = 4;    // PSUM banks per accumulation group; two groups in flight
-  uint32_t tr_banks = 0;       // PSUM banks for TensorE transposes
-  uint32_t gm = 1, gn = 1;     // tiles per group along M and N
-  int64_t gw_a = 0, gw_b = 0;  // group widths: columns of A^T and B per chunk slot
+  uint32_t kt = 0;              // k-tiles of 128
+  uint32_t ck = 1;              // k-tiles per chunk
+  uint32_t chunks = 0;          // chunks along K
+  uint32_t group_banks = 4;     // output tiles per accumulation group; two groups in flight
+  uint32_t tiles_per_bank = 1;  // narrow output tiles share a PSUM bank
+  uint32_t acc_banks = 4;       // PSUM banks per group: group tiles / tiles_per_bank
+  uint64_t acc_tile_bytes = 0;  // PSUM bytes per partition of one output tile
+  uint32_t tr_banks = 0;        // PSUM banks for TensorE transposes
+  uint32_t gm = 1, gn = 1;      // tiles per group along M and N
+  int64_t gw_a = 0, gw_b = 0;   // group widths: columns of A^T and B per chunk slot
   bool a_resident = true;
   uint32_t rb = 1;  // groups of the resident operand per block
   uint32_t resident_slots = 0, streamed_slots = 0;

@@ -172,6 +172,22 @@ std::vector<Case> cases() {
   // Vector operands (mv / dot shapes).
   v.push_back({{1, 700}, {700, 1}, {1, 1}, {0, 1}, {0, 1}});
   v.push_back({{300, 700}, {700, 1}, {300, 1}, {0, 1}, {0, 1}});
+  // Decode shapes run weight-stationary (C^T, transposed back): natural weight with a bias,
+  // alpha, beta and relu; K-major weight; batched.
+  v.push_back({{8, 300},
+               {300, 900},
+               {8, 900},
+               {0, 1},
+               {1, 0},
+               DType::kFp32,
+               true,
+               false,
+               2.0f,
+               0.5f,
+               ActFunc::kRelu});
+  v.push_back({{5, 260}, {260, 1030}, {5, 1030}, {0, 1}, {0, 1}});
+  v.push_back({{2, 3, 200}, {2, 200, 600}, {2, 3, 600}, {0, 1, 2}, {0, 2, 1}});
+  v.push_back({{16, 384}, {384, 1024}, {16, 1024}, {0, 1}, {1, 0}, DType::kBf16, true});
   // bf16 with an fp32-accumulated long K.
   v.push_back({{256, 1536}, {1536, 640}, {256, 640}, {1, 0}, {0, 1}, DType::kBf16});
   v.push_back({{130, 600}, {600, 520}, {130, 520}, {0, 1}, {1, 0}, DType::kBf16});

@@ -5,10 +5,12 @@
 // reference over the same rounded inputs.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include <fmt/ranges.h>
 
+#include "neuronsim/kernels/gemm_ws.h"
 #include "neuronsim/kernels/matmul.h"
 #include "neuronsim/kernels/reference.h"
 #include "test_util.h"
@@ -211,6 +213,35 @@ TEST(MatmulKernel, MatchesReferenceWhenSbufIsSmall) {
   }
   Case big{{200, 1000}, {1000, 600}, {200, 600}, {0, 1}, {1, 0}};
   run_case(*dev, big);
+}
+
+// SCALE-Sim's weight-stationary order (ncsim scalesim) computes the same product, written as
+// C^T; with M beyond the PSUM banks the partial sums accumulate in SBUF.
+TEST(MatmulKernel, WeightStationaryGemmMatchesReference) {
+  auto dev = testing::make_device("trn1");
+  for (auto [m, k, n] : {std::array<uint32_t, 3>{100, 300, 200}, {4200, 200, 150}}) {
+    kernels::GemmSpec s;
+    s.m = m, s.k = k, s.n = n;
+    s.in_dtype = s.out_dtype = DType::kFp32;
+    const kernels::GemmAddresses ad{0, 16 << 20, 0, 32 << 20};
+    uint8_t* hbm = dev->hbm_data();
+    kernels::fill_normal(hbm + ad.a_t, s.in_dtype, uint64_t{k} * m, 1);
+    kernels::fill_normal(hbm + ad.b, s.in_dtype, uint64_t{k} * n, 2);
+    dev->run(0, kernels::build_gemm_weight_stationary(s, ad, dev->params().core));
+    const auto at = kernels::read_floats(hbm + ad.a_t, s.in_dtype, uint64_t{k} * m);
+    const auto b = kernels::read_floats(hbm + ad.b, s.in_dtype, uint64_t{k} * n);
+    const auto ct = kernels::read_floats(hbm + ad.c, s.out_dtype, uint64_t{m} * n);
+    uint64_t bad = 0;
+    for (uint32_t j = 0; j < n; ++j) {
+      for (uint32_t i = 0; i < m; ++i) {
+        double r = 0;
+        for (uint32_t x = 0; x < k; ++x)
+          r += double{at[uint64_t{x} * m + i]} * b[uint64_t{x} * n + j];
+        if (std::abs(ct[uint64_t{j} * m + i] - r) > 1e-4 * (1 + std::abs(r))) ++bad;
+      }
+    }
+    EXPECT_EQ(bad, 0u) << m << "x" << k << "x" << n;
+  }
 }
 
 }  // namespace

@@ -153,6 +153,9 @@ ChipParams parse_chip_params(const Config& config) {
   d.packet_bytes = r.count("dma.packet_bytes", 1, 1 << 30);
   d.descriptor_overhead_ns = r.non_negative("dma.descriptor_overhead_ns");
   d.launch_latency_ns = r.non_negative("dma.launch_latency_ns");
+  d.transpose_efficiency_hbm = r.non_negative("dma.transpose_efficiency_hbm");
+  d.transpose_efficiency_sbuf = r.non_negative("dma.transpose_efficiency_sbuf");
+  d.strided_access_bytes = r.count("dma.strided_access_bytes", 1, 1 << 20);
   return chip;
 }
 

@@ -5,6 +5,7 @@
 // "Estimated instruction cost"), PERF (NKI performance guide), DMA-OVERVIEW, DMA-BW, SCHEMA.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 namespace neuronsim {
 namespace {
 
+using device::AccessPattern;
 using device::ActFunc;
 using device::AluOp;
 using device::DType;
@@ -565,6 +567,48 @@ TEST(CostModelRules, DmaSmallPartitionsAreOverheadBoundLargeOnesSaturateTrn2) {
   }
   // Large transfers amortise even the launch latency.
   EXPECT_GT(per_engine_bytes_per_ns(*dev, 65536, true), 0.85 * peak);
+}
+
+// A tensor stored transposed relative to its SBUF tile: int32 [512 rows, 128] in HBM loaded as
+// [128 partitions, 512] (the HBM tensor's contiguous dim becomes the partition dim), one element
+// per contiguous run.
+Instruction transposed_int32_load() {
+  AccessPattern src = isa::hbm_rows(DType::kInt32, 0, 128, 512, 1);
+  src.dims[0].stride = 128;
+  return isa::dma_copy(isa::sbuf_tile(DType::kInt32, 128, 0, 512), src);
+}
+
+// ARCH-v3 "DMA Transpose": Trainium2 DMA engines transpose 2- and 4-byte data from HBM into
+// SBUF "up to 90% DMA throughput utilization", the 16 engines cooperating: the data phase is the
+// packets of the moved bytes plus the bytes at 90% of 16 x 27.2 GB/s, not a descriptor per element.
+TEST(CostModelRules, DmaTransposeMovesInt32At90PercentOnTrn2) {
+  auto dev = timing_device("trn2");
+  const auto& d = dev->params().core.dma;
+  const double bytes = 128.0 * 512 * 4;
+  const double packets_per_engine = std::ceil(bytes / d.packet_bytes / d.engines);
+  const double rule_ns = packets_per_engine * d.descriptor_overhead_ns +
+                         bytes / (d.engines * d.engine_bandwidth_bytes_per_s * 0.9) * 1e9;
+  EXPECT_WITHIN_5PCT(dma_slice_ns(*dev, transposed_int32_load()), rule_ns);
+}
+
+// NC-v2 has no DMA transpose (it came with Trainium2, ARCH-v3): the transfer's descriptors carry
+// its stride pattern (nki-dge.rst), one per partition row, and each element is one access of
+// dma.strided_access_bytes (assumption: a 64-byte burst). Far faster than a descriptor per
+// element, far slower than a contiguous load (PERF Opt #10: "much lower DMA bandwidth").
+TEST(CostModelRules, DmaStridedDescriptorsMoveTransposedInt32OnTrn1) {
+  auto dev = timing_device("trn1");
+  const auto& d = dev->params().core.dma;
+  const double elements = 128.0 * 512, access = d.strided_access_bytes;
+  const double packets_per_engine =
+      std::ceil(128.0 * std::ceil(512 * access / d.packet_bytes) / d.engines);
+  // Each element moves 4 bytes through the engines but `access` bytes through HBM, which binds.
+  const double rate = std::min(d.engines * d.engine_bandwidth_bytes_per_s * 4 / access,
+                               dev->params().hbm.bandwidth_bytes_per_s * 4 / access);
+  const double rule_ns = packets_per_engine * d.descriptor_overhead_ns + elements * 4 / rate * 1e9;
+  const double measured = dma_slice_ns(*dev, transposed_int32_load());
+  EXPECT_WITHIN_5PCT(measured, rule_ns);
+  const double per_element_descriptors_ns = elements / d.engines * d.descriptor_overhead_ns;
+  EXPECT_LT(measured * 5, per_element_descriptors_ns);
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ struct DmaTransferShape {
   uint64_t packets = 1;           // descriptors cut into dma.packet_bytes pieces
   double cap_bytes_per_s = 0;     // engines x per-engine bandwidth
   double descriptor_time_ns = 0;  // packet processing on the busiest engine
+  bool transpose = false;         // moved by a DMA transpose (element-granular, into SBUF)
   bool touches_hbm() const { return hbm_bytes > 0; }
 };
 

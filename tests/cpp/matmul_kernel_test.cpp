@@ -12,7 +12,7 @@
 
 #include "neuronsim/kernels/gemm_ws.h"
 #include "neuronsim/kernels/matmul.h"
-#include "neuronsim/kernels/reference.h"
+#include "neuronsim/reference/host_checks.h"
 #include "test_util.h"
 
 namespace neuronsim {
@@ -56,7 +56,7 @@ struct HostView {
   TensorDesc t;
   std::vector<float> data;
   HostView(const uint8_t* hbm, const TensorDesc& d)
-      : t(d), data(kernels::read_floats(hbm + d.address, d.dtype, span_elems(d))) {}
+      : t(d), data(reference::read_floats(hbm + d.address, d.dtype, span_elems(d))) {}
   double at(const std::vector<int64_t>& idx) const {
     int64_t off = 0;
     const size_t k = idx.size() - t.sizes.size();
@@ -73,7 +73,7 @@ void run_case(device::Device& dev, const Case& c) {
   auto place = [&](TensorDesc& t, uint64_t seed) {
     t.address = next;
     const uint64_t n = span_elems(t);
-    kernels::fill_normal(hbm + next, t.dtype, n, seed);
+    reference::fill_normal(hbm + next, t.dtype, n, seed);
     next += (n * device::dtype_size(t.dtype) + 4095) / 4096 * 4096;
   };
   TensorDesc a{0, c.dt, c.a_sizes, strides_for(c.a_sizes, c.a_order)};
@@ -104,7 +104,7 @@ void run_case(device::Device& dev, const Case& c) {
   const std::optional<HostView> hbias =
       bias ? std::optional<HostView>(HostView(hbm, *bias)) : std::nullopt;
   std::vector<int64_t> idx(c.c_sizes.size(), 0);
-  std::vector<float> got = kernels::read_floats(hbm + out.address, out.dtype, out.numel());
+  std::vector<float> got = reference::read_floats(hbm + out.address, out.dtype, out.numel());
   const double tol = c.dt == DType::kFp32 ? 1e-4 : 2e-2;
   uint64_t bad = 0, i = 0;
   for (;; ++i) {
@@ -225,12 +225,12 @@ TEST(MatmulKernel, WeightStationaryGemmMatchesReference) {
     s.in_dtype = s.out_dtype = DType::kFp32;
     const kernels::GemmAddresses ad{0, 16 << 20, 0, 32 << 20};
     uint8_t* hbm = dev->hbm_data();
-    kernels::fill_normal(hbm + ad.a_t, s.in_dtype, uint64_t{k} * m, 1);
-    kernels::fill_normal(hbm + ad.b, s.in_dtype, uint64_t{k} * n, 2);
+    reference::fill_normal(hbm + ad.a_t, s.in_dtype, uint64_t{k} * m, 1);
+    reference::fill_normal(hbm + ad.b, s.in_dtype, uint64_t{k} * n, 2);
     dev->run(0, kernels::build_gemm_weight_stationary(s, ad, dev->params().core));
-    const auto at = kernels::read_floats(hbm + ad.a_t, s.in_dtype, uint64_t{k} * m);
-    const auto b = kernels::read_floats(hbm + ad.b, s.in_dtype, uint64_t{k} * n);
-    const auto ct = kernels::read_floats(hbm + ad.c, s.out_dtype, uint64_t{m} * n);
+    const auto at = reference::read_floats(hbm + ad.a_t, s.in_dtype, uint64_t{k} * m);
+    const auto b = reference::read_floats(hbm + ad.b, s.in_dtype, uint64_t{k} * n);
+    const auto ct = reference::read_floats(hbm + ad.c, s.out_dtype, uint64_t{m} * n);
     uint64_t bad = 0;
     for (uint32_t j = 0; j < n; ++j) {
       for (uint32_t i = 0; i < m; ++i) {

@@ -17,7 +17,9 @@ int64_t ceil_div(int64_t a, int64_t b) {
 // per-packet DMA overhead small (DMA-BW: >= 2 KiB per partition approaches peak).
 constexpr uint64_t kChunkBytes = 2048;
 constexpr uint32_t kMinChunks = 4;
-constexpr uint32_t kStreamedRing = 4;   // streamed chunks in flight when nothing is reused
+// Streamed chunks in flight when nothing is reused: also when a group has fewer chunks (short K),
+// so the next group's chunks load while this one computes.
+constexpr uint32_t kStreamedRing = 4;
 constexpr uint32_t kMaxStageSlots = 8;  // natural row stripes in flight per natural operand
 constexpr double kLookaheadNs = 3000;
 constexpr uint64_t kSlack = 64 * 24;  // alignment of the allocations
@@ -107,9 +109,8 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
   auto choose = [&](const MatmulSide& X, const MatmulSide& Y, int64_t groups_x, int64_t groups_y,
                     uint64_t chunk_x, uint64_t chunk_y) {
     Choice c;
-    const uint32_t ring = std::max<uint32_t>(2, std::min<uint32_t>(kStreamedRing, p.chunks));
     for (int64_t rb = groups_x; rb >= 1; --rb) {
-      const uint64_t d = rb > 1 ? p.chunks + 2 : ring;
+      const uint64_t d = rb > 1 ? p.chunks + 2 : kStreamedRing;
       const uint64_t r = static_cast<uint64_t>(rb) * p.chunks;
       if (r * chunk_x + d * chunk_y <= budget) {
         c.rb = static_cast<uint32_t>(rb);
@@ -121,11 +122,11 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
     double passes_x = 1;
     if (c.rb == 0) {  // not even one group of X fits: it streams too, once per group of Y
       c.rb = 1;
-      c.streamed_slots = ring;
+      c.streamed_slots = kStreamedRing;
       c.resident_slots = static_cast<uint32_t>(
-          chunk_x
-              ? std::min<uint64_t>((budget - std::min(budget, ring * chunk_y)) / chunk_x, p.chunks)
-              : 0);
+          chunk_x ? std::min<uint64_t>(
+                        (budget - std::min(budget, kStreamedRing * chunk_y)) / chunk_x, p.chunks)
+                  : 0);
       passes_x = static_cast<double>(groups_y);
     }
     const double passes_y = static_cast<double>(ceil_div(groups_x, c.rb));

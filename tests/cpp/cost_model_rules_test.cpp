@@ -126,6 +126,36 @@ TEST(CostModelRules, TensorFp32MatmulCostsFourTimesBf16) {
       4 * 100.0);
 }
 
+// ARCH-v3 double FP8 (perf_mode=double_row): on Trainium2 a 256-deep FP8 x FP8 contraction takes
+// the time of a 128-deep BF16 one, twice the BF16 rate (158 vs 79 TFLOP/s per core; SCHEMA
+// adjusted_flops FP8 0.5x on Trn2): a 128-deep FP8 matmul costs half. NC-v2 has no double-row
+// mode (SCHEMA: FP8 1.0x on Trn1): BF16 speed. Mixed FP8 x BF16 runs at BF16 speed on both
+// (glossary).
+// FP8 x FP8 (both encodings) at `fp8_cycles` per N = 512 matmul; FP8 x BF16 at BF16 speed.
+void expect_fp8_matmul_cycles(const std::string& preset, double fp8_cycles) {
+  auto fp8_mm = [](DType moving) {
+    return isa::matmul(isa::psum_tile(DType::kFp32, 128, 0, 512),
+                       isa::sbuf_tile(DType::kFp8E4M3, 128, 0, 128),
+                       isa::sbuf_tile(moving, 128, 64 << 10, 512), false);
+  };
+  auto dev = timing_device(preset);
+  const double hz = dev->params().core.tensor.frequency_hz;
+  for (DType moving : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    EXPECT_WITHIN_5PCT(measure_ii(*dev, kernels::kTensor, "TensorE", {fp8_mm(moving)}, hz),
+                       fp8_cycles);
+  }
+  EXPECT_WITHIN_5PCT(measure_ii(*dev, kernels::kTensor, "TensorE", {fp8_mm(DType::kBf16)}, hz),
+                     512.0);
+}
+
+TEST(CostModelRules, TensorFp8DoubleRowHalvesMatmulTimeOnTrn2) {
+  expect_fp8_matmul_cycles("trn2", 256.0);
+}
+
+TEST(CostModelRules, TensorFp8RunsAtBf16SpeedOnTrn1) {
+  expect_fp8_matmul_cycles("trn1", 512.0);
+}
+
 // ISA-2.26 nc_matmul: max(min(64, N_stationary), N_moving) TensorE cycles for 16-bit inputs.
 TEST(CostModelRules, TensorSmallMovingCostsMaxOfMinStationary64AndMoving) {
   auto dev = timing_device();

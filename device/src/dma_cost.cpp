@@ -45,7 +45,7 @@ DmaTransferShape dma_transfer_shape(const Instruction& in, const DmaParams& dma)
   double rate = 1.0, access = elem_bytes;
   const bool granular = chunk == 1 && elements > 1;
   if (granular) {
-    const double eff = dst.space != MemSpace::kSbuf       ? 0.0
+    const double eff = dst.space != MemSpace::kSbuf  ? 0.0
                        : src.space == MemSpace::kHbm ? dma.transpose_efficiency_hbm
                                                      : dma.transpose_efficiency_sbuf;
     s.transpose = eff > 0 && (elem_bytes == 2 || elem_bytes == 4);

@@ -1,5 +1,7 @@
 #include "compute_engine.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "neuronsim/device/executor.h"
@@ -76,6 +78,8 @@ ComputeEngine::ComputeEngine(sc_core::sc_module_name name, CoreContext& ctx, Eng
   const std::string p = fmt::format("nc{}.{}.", ctx.index, engine_kind_name(kind));
   instructions_ = &ctx.stats->counter(p + "instructions", "count", "data instructions executed");
   busy_ps_ = &ctx.stats->counter(p + "busy_ps", "ps", "time the engine was occupied");
+  busy_cycles_ = &ctx.stats->counter(
+      p + "busy_cycles", "cycle", "engine cycles occupied (the cost models' sum, at this clock)");
   flops_ = &ctx.stats->counter(p + "flops", "flop", "floating-point operations (matmul)");
 }
 
@@ -144,7 +148,8 @@ void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
   if (in.op == Opcode::kMatmul) {
     new_stationary = !holds_stationary_ || !(stationary_ == in.src0);
   }
-  const ComputeCost cost = cost_->cost(in, new_stationary);
+  const ComputeCost cost = cost_->cost(in, {new_stationary, new_stationary && !loaded_any_});
+  if (new_stationary) loaded_any_ = true;
   const sim::SimTime occupancy = timing ? clock_.to_time(cost.cycles) : sim::SimTime{};
   const sim::SimTime latency = timing ? clock_.to_time(cost.latency_cycles) : sim::SimTime{};
 
@@ -185,6 +190,7 @@ void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
 
   instructions_->add(1);
   busy_ps_->add(occupancy.ps);
+  if (timing) busy_cycles_->add(static_cast<uint64_t>(std::llround(cost.cycles)));
   flops_->add(static_cast<uint64_t>(cost.flops));
   if (ctx_.tracing()) {
     nlohmann::json args = describe(in);
@@ -203,6 +209,7 @@ void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
 sim::SimTime ComputeEngine::drain() {
   wait_until(engine_free_);
   holds_stationary_ = false;  // a new program's stationary is not the old one's data
+  loaded_any_ = false;
   return sim::max(sim::Simulation::now(), last_ready_);
 }
 

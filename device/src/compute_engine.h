@@ -39,12 +39,13 @@ class ComputeEngine : public StreamEngine {
   sim::SimTime engine_free_;
   // TensorE: the stationary currently held and the LoadStationary unit's timeline.
   bool holds_stationary_ = false;
+  bool loaded_any_ = false;  // a stationary was loaded since the program started
   AccessPattern stationary_;
   sim::SimTime ls_free_, prev_mm_start_;
   std::array<Written, 16> written_{};
   size_t written_next_ = 0;
   sim::TrackId track_ = 0, ls_track_ = 0;
-  sim::StatsRegistry::Counter *instructions_, *busy_ps_, *flops_;
+  sim::StatsRegistry::Counter *instructions_, *busy_ps_, *busy_cycles_, *flops_;
 };
 
 }  // namespace neuronsim::device

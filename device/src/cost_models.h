@@ -7,7 +7,7 @@ namespace neuronsim::device {
 class TensorCostModel final : public ComputeCostModel {
  public:
   explicit TensorCostModel(const TensorEngineParams& p) : p_(p) {}
-  ComputeCost cost(const Instruction& in, bool new_stationary) const override;
+  ComputeCost cost(const Instruction& in, StationaryState stationary) const override;
 
  private:
   TensorEngineParams p_;
@@ -18,7 +18,7 @@ class LaneCostModel final : public ComputeCostModel {
  public:
   LaneCostModel(EngineKind kind, const LaneEngineParams& p, const SbufParams& sbuf)
       : kind_(kind), p_(p), sbuf_(sbuf) {}
-  ComputeCost cost(const Instruction& in, bool new_stationary) const override;
+  ComputeCost cost(const Instruction& in, StationaryState stationary) const override;
 
  private:
   double vector_cycles(const Instruction& in, double N) const;

@@ -18,8 +18,8 @@ DmaQueue::DmaQueue(sc_core::sc_module_name name, CoreContext& ctx, uint8_t queue
   busy_ps_ = &ctx.stats->counter(p + "busy_ps", "ps", "time the queue was transferring");
 }
 
-void DmaQueue::on_issue_point() {
-  issue_ready_ = sim::Simulation::now();
+void DmaQueue::on_issue_point(sim::SimTime ready, bool first) {
+  issue_ready_ = first ? ready : sim::max(issue_ready_, ready);
 }
 
 void DmaQueue::run_instruction(const Instruction& in, size_t index) {

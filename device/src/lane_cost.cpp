@@ -98,7 +98,7 @@ double LaneCostModel::vector_cycles(const Instruction& in, double N) const {
   }
 }
 
-ComputeCost LaneCostModel::cost(const Instruction& in, bool) const {
+ComputeCost LaneCostModel::cost(const Instruction& in, StationaryState) const {
   ComputeCost c;
   c.latency_cycles = p_.pipeline_latency_cycles;
   if (in.is_sync()) return c;

@@ -25,6 +25,13 @@ class Reader {
     }
     return v;
   }
+  double fraction(const std::string& key) const {
+    double v = c_.number(key);
+    if (!(v >= 0 && v <= 1)) {
+      throw ConfigError(fmt::format("configuration key '{}' must be in [0, 1], got {}", key, v));
+    }
+    return v;
+  }
   uint32_t count(const std::string& key, int64_t lo, int64_t hi) const {
     int64_t v = c_.integer(key);
     if (v < lo || v > hi) {
@@ -153,6 +160,9 @@ ChipParams parse_chip_params(const Config& config) {
   d.packet_bytes = r.count("dma.packet_bytes", 1, 1 << 30);
   d.descriptor_overhead_ns = r.non_negative("dma.descriptor_overhead_ns");
   d.launch_latency_ns = r.non_negative("dma.launch_latency_ns");
+  d.transpose_efficiency_hbm = r.fraction("dma.transpose_efficiency_hbm");
+  d.transpose_efficiency_sbuf = r.fraction("dma.transpose_efficiency_sbuf");
+  d.strided_access_bytes = r.count("dma.strided_access_bytes", 1, 1 << 20);
   return chip;
 }
 

@@ -1,11 +1,13 @@
 #include "semaphore_bank.h"
 
+#include <algorithm>
+
 #include "neuronsim/sim/simulation.h"
 
 namespace neuronsim::device {
 
 SemaphoreBank::SemaphoreBank(sc_core::sc_module_name name, uint32_t count)
-    : sc_module(name), values_(count, 0) {
+    : sc_module(name), values_(count, 0), history_(count) {
   for (uint32_t i = 0; i < count; ++i) changed_.push_back(std::make_unique<sc_core::sc_event>());
   SC_METHOD(apply_due);
   sensitive << tick_;
@@ -14,6 +16,7 @@ SemaphoreBank::SemaphoreBank(sc_core::sc_module_name name, uint32_t count)
 
 void SemaphoreBank::reset() {
   std::fill(values_.begin(), values_.end(), 0);
+  for (auto& h : history_) h.clear();
   pending_ = {};
   tick_.cancel();
 }
@@ -25,12 +28,24 @@ void SemaphoreBank::wait_at_least(uint32_t sem, int64_t target, const bool& abor
 void SemaphoreBank::signal_at(uint32_t sem, int64_t delta, sim::SimTime when) {
   const sim::SimTime now = sim::Simulation::now();
   if (when <= now) {
-    values_[sem] += delta;
-    changed_[sem]->notify(sc_core::SC_ZERO_TIME);
+    add(sem, delta, now.ps);
     return;
   }
   pending_.push({when.ps, seq_++, sem, delta});
   arm();
+}
+
+void SemaphoreBank::add(uint32_t sem, int64_t delta, uint64_t now_ps) {
+  values_[sem] += delta;
+  history_[sem].emplace_back(values_[sem], now_ps);
+  changed_[sem]->notify(sc_core::SC_ZERO_TIME);
+}
+
+sim::SimTime SemaphoreBank::reached_at(uint32_t sem, int64_t target) const {
+  const auto& h = history_[sem];
+  const auto it = std::lower_bound(h.begin(), h.end(), target,
+                                   [](const auto& e, int64_t v) { return e.first < v; });
+  return it == h.end() ? sim::Simulation::now() : sim::SimTime{it->second};
 }
 
 void SemaphoreBank::wake_all() {
@@ -42,8 +57,7 @@ void SemaphoreBank::apply_due() {
   while (!pending_.empty() && pending_.top().when_ps <= now) {
     const Pending p = pending_.top();
     pending_.pop();
-    values_[p.sem] += p.delta;
-    changed_[p.sem]->notify(sc_core::SC_ZERO_TIME);
+    add(p.sem, p.delta, now);
   }
   arm();
 }

@@ -24,6 +24,8 @@ class SemaphoreBank : public sc_core::sc_module {
   void signal_at(uint32_t sem, int64_t delta, sim::SimTime when);
   /// Wakes every waiter (used to unwind engines after a deadlock or error).
   void wake_all();
+  /// When the semaphore first reached `target` (values only grow); call once it has.
+  sim::SimTime reached_at(uint32_t sem, int64_t target) const;
 
  private:
   struct Pending {
@@ -37,8 +39,11 @@ class SemaphoreBank : public sc_core::sc_module {
   };
   void apply_due();
   void arm();
+  void add(uint32_t sem, int64_t delta, uint64_t now_ps);
 
   std::vector<int64_t> values_;
+  // (value, time in ps) after every change, per semaphore: when a wait's condition became true.
+  std::vector<std::vector<std::pair<int64_t, uint64_t>>> history_;
   std::vector<std::unique_ptr<sc_core::sc_event>> changed_;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending_;
   sc_core::sc_event tick_;

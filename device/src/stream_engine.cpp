@@ -56,7 +56,7 @@ void StreamEngine::thread() {
     sc_core::wait(start_ev_);
     try {
       last_ready_ = sim::Simulation::now();
-      on_issue_point();
+      on_issue_point(last_ready_, true);
       const auto& ins = stream_->instructions;
       for (pc_ = 0; pc_ < ins.size() && !ctx_.abort; ++pc_) {
         const Instruction& in = ins[pc_];
@@ -64,7 +64,7 @@ void StreamEngine::thread() {
           const sim::SimTime t0 = sim::Simulation::now();
           ctx_.sems->wait_at_least(in.sem, in.sem_value, ctx_.abort);
           stall_ps_->add((sim::Simulation::now() - t0).ps);
-          on_issue_point();
+          on_issue_point(ctx_.sems->reached_at(in.sem, in.sem_value), false);
         } else if (in.op == Opcode::kSemSignal) {
           ctx_.sems->signal_at(in.sem, in.sem_value, last_ready_);
         } else {

@@ -33,8 +33,9 @@ class StreamEngine : public sc_core::sc_module {
   virtual void run_instruction(const Instruction& in, size_t index) = 0;
   /// Called when the stream ends: wait for outstanding work; returns when results are visible.
   virtual sim::SimTime drain() = 0;
-  /// The stream may issue from the current time on: at stream start and after a satisfied wait.
-  virtual void on_issue_point() {}
+  /// The stream may issue from `ready` on: at stream start (ready = now, first = true) and after
+  /// a wait, whose condition became true at `ready` (possibly before the stream reached it).
+  virtual void on_issue_point(sim::SimTime /*ready*/, bool /*first*/) {}
   /// When the result of the most recent data instruction becomes visible.
   sim::SimTime last_ready_;
 

@@ -16,7 +16,7 @@ double dtype_factor(const TensorEngineParams& t, DType a, DType b) {
 
 }  // namespace
 
-ComputeCost TensorCostModel::cost(const Instruction& in, bool new_stationary) const {
+ComputeCost TensorCostModel::cost(const Instruction& in, StationaryState stationary) const {
   ComputeCost c;
   c.latency_cycles = p_.pipeline_latency_cycles;
   if (in.op == Opcode::kTranspose) {
@@ -32,9 +32,15 @@ ComputeCost TensorCostModel::cost(const Instruction& in, bool new_stationary) co
   const double N = static_cast<double>(in.src1.free_elements());
   c.flops = 2.0 * K * M * N;
   if (p_.timing_mode == TensorTimingMode::kScaleSim) {
-    // SCALE-Sim v2 WS, one fold: weights load (R), stream T rows, drain (C - 1), skew (R - 1)
-    // = 2R + C + T - 2 with R x C the array (SCALE-Sim counts the whole array per fold).
-    c.cycles = 2.0 * p_.rows + p_.columns + N - 2.0;
+    // SCALE-Sim WS (systolic_compute_ws.py): a fold loads its weights (R cycles), streams its
+    // T rows, drains (C - 1) and skews (R - 1), 2R + C + T - 2 cycles with R x C the whole
+    // array, folds one after the other. A matmul with a new stationary starts a fold; one that
+    // reuses it streams N more rows of the same fold. SCALE-Sim's Total Cycles is the last
+    // output's cycle index + 1, one less than the sum of its fold lengths: the first fold is one
+    // cycle shorter.
+    c.cycles = N;
+    if (stationary.load) c.cycles += 2.0 * p_.rows + p_.columns - 2.0;
+    if (stationary.first) c.cycles -= 1.0;
     return c;
   }
   const double f = dtype_factor(p_, in.src0.dtype, in.src1.dtype);
@@ -42,7 +48,7 @@ ComputeCost TensorCostModel::cost(const Instruction& in, bool new_stationary) co
   c.cycles = std::max(std::min<double>(p_.mm_min_ii_cycles, M), N) * f;
   // ARCH-v2 fast LoadStationary: up to 4x faster than a MultiplyMoving of the same free size;
   // it runs in the background of the previous MultiplyMoving.
-  if (new_stationary) c.load_stationary_cycles = std::ceil(M / p_.load_stationary_speedup) * f;
+  if (stationary.load) c.load_stationary_cycles = std::ceil(M / p_.load_stationary_speedup) * f;
   return c;
 }
 

@@ -1,11 +1,15 @@
 #include "neuronsim/kernels/matmul.h"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "chunk_cache.h"
+#include "matmul_plan.h"
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 
@@ -16,285 +20,750 @@ using Token = ProgramBuilder::Token;
 
 namespace {
 
-uint32_t ceil_div(uint64_t a, uint64_t b) {
-  return static_cast<uint32_t>((a + b - 1) / b);
-}
-// Stationary tiles per A^T load (4 x 128 columns): >= 1 KiB per partition per descriptor for
-// 16-bit data, which keeps DMA descriptor overhead small (DMA-BW guide).
-constexpr uint32_t kChunkTiles = 4;
-// Staging for natural-layout operands: slots of up to 8 KiB per partition, three in flight so
-// a stripe loads while the previous ones are transposed.
-constexpr uint64_t kStageBytes = 8192;
-constexpr uint32_t kStageSlots = 3;
-constexpr int kTransposeBanks = 4;
-
-AccessPattern hbm2(const TensorDesc& t, int64_t elem_offset, uint32_t rows, int64_t row_stride,
-                   uint32_t cols, int64_t col_stride) {
-  return hbm_ap(t, elem_offset, rows, row_stride, {{col_stride, cols}});
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
 }
 
-// Batch strides of a [..., R, C] tensor flattened over its leading dims.
-struct Batched {
-  std::vector<int64_t> sizes, strides;  // batch dims
-  int64_t rs = 0, cs = 0;               // row and column strides
-  int64_t rows = 0, cols = 0;
+// DMA queues by role. Loads of both operands take turns on four queues in the order TensorE
+// needs them: enough queues to overlap one another's launch latency, few enough that the first
+// chunks do not share the bandwidth with many later ones. Stores and the bias have their own
+// queues so no load waits behind them.
+constexpr uint8_t kLoadQueues[] = {0, 1, 2, 3};
+constexpr uint8_t kStoreQueues[] = {4, 5, 6, 7};
+constexpr uint8_t kBiasQueue = 8;
+
+// One operand of C = A @ B seen as K x J (J = M for A, N for B): element (k, j) of a batch slice
+// sits at base + k * ks + j * js.
+struct Operand {
+  const TensorDesc* t = nullptr;
+  DType dt = DType::kFp32;
+  uint64_t es = 0;
+  int64_t K = 0, J = 0, ks = 0, js = 0;
+  uint32_t tile = 0;
+  bool natural = false;  // K contiguous: rows load contiguously and are transposed on TensorE
+  std::vector<int64_t> batch_sizes, batch_strides;
+  // SBUF layout (bytes per partition)
+  uint64_t slots_off = 0, chunk_bytes = 0, stage_off = 0, stage_bytes = 0;
+  int64_t gw = 0;  // columns per chunk slot
 };
 
-Batched split_batch(const TensorDesc& t) {
+// The operand's batch dims ([..., R, C] with R, C its last two), K/J strides and layout.
+Operand describe_operand(const TensorDesc& t, bool is_a, uint32_t tile) {
   if (t.dim() < 2) throw std::invalid_argument("matmul operands need at least 2 dims");
-  Batched b;
+  Operand o;
+  o.t = &t;
+  o.dt = t.dtype;
+  o.es = dtype_size(t.dtype);
   const size_t n = t.sizes.size();
-  b.sizes.assign(t.sizes.begin(), t.sizes.end() - 2);
-  b.strides.assign(t.strides.begin(), t.strides.end() - 2);
-  b.rows = t.sizes[n - 2];
-  b.cols = t.sizes[n - 1];
-  b.rs = t.strides[n - 2];
-  b.cs = t.strides[n - 1];
-  return b;
+  o.batch_sizes.assign(t.sizes.begin(), t.sizes.end() - 2);
+  o.batch_strides.assign(t.strides.begin(), t.strides.end() - 2);
+  // A is [M, K]; B is [K, N].
+  o.J = is_a ? t.sizes[n - 2] : t.sizes[n - 1];
+  o.K = is_a ? t.sizes[n - 1] : t.sizes[n - 2];
+  o.js = is_a ? t.strides[n - 2] : t.strides[n - 1];
+  o.ks = is_a ? t.strides[n - 1] : t.strides[n - 2];
+  o.tile = tile;
+  const bool k_major = (o.js == 1 && o.J > 1) || o.K == 1;
+  o.natural = !k_major && o.ks == 1;
+  return o;
 }
 
-int64_t batch_offset(const Batched& x, const std::vector<int64_t>& idx) {
+int64_t batch_offset(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides,
+                     const std::vector<int64_t>& idx) {
   int64_t off = 0;
-  const size_t k = idx.size() - x.sizes.size();  // right-aligned
-  for (size_t d = 0; d < x.sizes.size(); ++d) {
-    off += (x.sizes[d] == 1 ? 0 : idx[k + d]) * x.strides[d];
-  }
+  const size_t k = idx.size() - sizes.size();  // right-aligned
+  for (size_t d = 0; d < sizes.size(); ++d) off += (sizes[d] == 1 ? 0 : idx[k + d]) * strides[d];
   return off;
 }
 
+uint64_t distinct_batches(const Operand& o) {
+  uint64_t n = 1;
+  for (size_t d = 0; d < o.batch_sizes.size(); ++d) {
+    if (o.batch_strides[d] != 0) n *= static_cast<uint64_t>(o.batch_sizes[d]);
+  }
+  return n;
+}
+
+struct Group {
+  int64_t a_base = 0, b_base = 0, c_base = 0, bias_base = 0;
+  uint32_t mg = 0, ng = 0;
+  int first_step = 0, steps = 0;
+};
+
+class MatmulEmitter {
+ public:
+  MatmulEmitter(const std::string& name, const TensorDesc& a, const TensorDesc& b,
+                const TensorDesc& c, const std::optional<TensorDesc>& bias, const MatmulSpec& spec,
+                const CoreParams& core, bool transposed_out)
+      : b_(name, core),
+        swapped_(transposed_out),
+        core_(core),
+        spec_(spec),
+        c_(c),
+        bias_(bias),
+        A_(describe_operand(a, true, core.tensor.columns)),
+        B_(describe_operand(b, false, core.tensor.moving_free_max)) {
+    const size_t n = c.sizes.size();
+    M_ = c.sizes[n - 2];
+    N_ = c.sizes[n - 1];
+    K_ = A_.K;
+    if (B_.K != K_ || A_.J != M_ || B_.J != N_) {
+      throw std::invalid_argument(fmt::format("{}: shapes {} @ {} -> {} do not match", name,
+                                              a.to_string(), b.to_string(), c.to_string()));
+    }
+    crs_ = c.strides[n - 2];
+    ccs_ = c.strides[n - 1];
+    bias_strides_.assign(n, 0);
+    if (bias_) {
+      const size_t off = n - bias_->sizes.size();
+      for (size_t d = 0; d < bias_->sizes.size(); ++d) {
+        bias_strides_[off + d] = bias_->sizes[d] == 1 ? 0 : bias_->strides[d];
+      }
+    }
+    bias_rs_ = bias_strides_[n - 2];
+    bias_cs_ = bias_strides_[n - 1];
+    // A bias constant along the free dim (one value per output partition) is ScalarE's
+    // per-partition bias operand: one instruction applies scale, bias and activation.
+    bias_column_ = bias_ && bias_cs_ == 0 && bias_rs_ != 0;
+  }
+
+  Program build() && {
+    plan();
+    allocate();
+    make_groups();
+    emit();
+    return std::move(b_).build();
+  }
+
+ private:
+  void plan() {
+    MatmulShape s;
+    s.k = K_;
+    s.a = {M_, A_.tile, A_.es, A_.natural, distinct_batches(A_)};
+    s.b = {N_, B_.tile, B_.es, B_.natural, distinct_batches(B_)};
+    s.out_elem_bytes = dtype_size(c_.dtype);
+    s.batches = 1;
+    for (size_t d = 0; d + 2 < c_.sizes.size(); ++d) s.batches *= c_.sizes[d];
+    s.bias = bias_.has_value();
+    s.bias_rows = s.bias && bias_rs_ != 0;
+    s.bias_column = bias_column_;
+    s.tmp = s.bias && !bias_column_ && (spec_.epilogue != ActFunc::kCopy || spec_.alpha != 1.0f);
+    s.transposed_out = swapped_;
+    tmp_ = s.tmp;
+    p_ = plan_matmul(s, core_);
+    A_.gw = p_.gw_a;
+    B_.gw = p_.gw_b;
+  }
+
+  void allocate() {
+    const uint32_t NT = B_.tile;
+    oes_ = dtype_size(c_.dtype);
+    out_group_bytes_ = uint64_t{p_.gm} * p_.gn * NT * oes_;
+    out_off_ = b_.alloc_sbuf(p_.out_slots * out_group_bytes_);
+    if (tmp_) tmp_off_ = b_.alloc_sbuf(2 * uint64_t{NT} * 4);
+    if (bias_) bias_off_ = b_.alloc_sbuf(2 * p_.bias_bytes);
+    if (swapped_) final_off_ = b_.alloc_sbuf(2 * uint64_t{p_.gm} * A_.tile * oes_);
+    Operand& R = p_.a_resident ? A_ : B_;
+    Operand& S = p_.a_resident ? B_ : A_;
+    for (Operand* o : {&A_, &B_}) {
+      o->chunk_bytes = uint64_t{p_.ck} * o->gw * o->es;
+      o->stage_bytes =
+          uint64_t{p_.ck} * ceil_div(o->gw, core_.tensor.rows) * core_.tensor.rows * o->es;
+      if (o->natural) o->stage_off = b_.alloc_sbuf(p_.stage_slots * o->stage_bytes);
+    }
+    const uint32_t r_slots = p_.resident_slots, s_slots = p_.streamed_slots;
+    if (p_.chunks > 0) {
+      R.slots_off = b_.alloc_sbuf(r_slots * R.chunk_bytes);
+      S.slots_off = b_.alloc_sbuf(s_slots * S.chunk_bytes);
+    }
+    for (uint32_t i = 0; i < 2 * p_.acc_banks; ++i) acc_bank_.push_back(b_.alloc_psum_bank());
+    for (uint32_t i = 0; i < p_.tr_banks; ++i) tr_bank_.push_back(b_.alloc_psum_bank());
+    bank_release_.resize(2 * p_.gm * p_.gn);
+    tr_release_.resize(tr_bank_.size());
+    stage_release_[0].resize(p_.stage_slots);
+    stage_release_[1].resize(p_.stage_slots);
+    out_release_.resize(p_.out_slots * p_.gm * p_.gn);
+  }
+
+  // The output groups in execution order and their chunk steps; the cache keys of every step.
+  void make_groups() {
+    const int64_t mgroups = ceil_div(ceil_div(M_, A_.tile), p_.gm);
+    const int64_t ngroups = ceil_div(ceil_div(N_, B_.tile), p_.gn);
+    std::vector<int64_t> bidx(c_.sizes.size(), 0);
+    std::map<std::tuple<int64_t, int64_t, int64_t>, int> ids_a, ids_b;
+    auto id = [](auto& ids, int64_t base, int64_t g, int64_t c) {
+      return ids.try_emplace({base, g, c}, static_cast<int>(ids.size())).first->second;
+    };
+    const std::vector<int64_t> c_bs(c_.strides.begin(), c_.strides.end() - 2);
+    const std::vector<int64_t> c_bz(c_.sizes.begin(), c_.sizes.end() - 2);
+    const std::vector<int64_t> bias_bs(bias_strides_.begin(), bias_strides_.end() - 2);
+    for (;;) {
+      Group g;
+      const std::vector<int64_t> batch(bidx.begin(), bidx.end() - 2);
+      g.a_base = batch_offset(A_.batch_sizes, A_.batch_strides, batch);
+      g.b_base = batch_offset(B_.batch_sizes, B_.batch_strides, batch);
+      g.c_base = batch_offset(c_bz, c_bs, batch);
+      g.bias_base = batch_offset(c_bz, bias_bs, batch);
+      const int64_t groups_r = p_.a_resident ? mgroups : ngroups;
+      const int64_t groups_s = p_.a_resident ? ngroups : mgroups;
+      for (int64_t blk = 0; blk < groups_r; blk += p_.rb) {
+        for (int64_t sg = 0; sg < groups_s; ++sg) {
+          for (int64_t rg = blk; rg < std::min<int64_t>(groups_r, blk + p_.rb); ++rg) {
+            g.mg = static_cast<uint32_t>(p_.a_resident ? rg : sg);
+            g.ng = static_cast<uint32_t>(p_.a_resident ? sg : rg);
+            g.first_step = static_cast<int>(step_group_.size());
+            g.steps = static_cast<int>(p_.chunks);
+            for (uint32_t ch = 0; ch < p_.chunks; ++ch) {
+              step_group_.push_back(static_cast<int>(groups_.size()));
+              step_chunk_.push_back(ch);
+              keys_a_.push_back(id(ids_a, g.a_base, g.mg, ch));
+              keys_b_.push_back(id(ids_b, g.b_base, g.ng, ch));
+            }
+            groups_.push_back(g);
+          }
+        }
+      }
+      // Next batch index (odometer over the batch dims); done when it wraps around.
+      size_t d = bidx.size() - 2;
+      while (d > 0 && ++bidx[d - 1] == c_.sizes[d - 1]) bidx[--d] = 0;
+      if (d == 0) break;
+    }
+    const uint32_t ra = p_.a_resident ? p_.resident_slots : p_.streamed_slots;
+    const uint32_t rbs = p_.a_resident ? p_.streamed_slots : p_.resident_slots;
+    cache_a_.emplace(ra, keys_a_);
+    cache_b_.emplace(rbs, keys_b_);
+  }
+
+  void emit() {
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      const Group& g = groups_[gi];
+      for (int i = g.first_step; i < g.first_step + g.steps; ++i) {
+        // Chunks are prepared p_.lookahead steps ahead: TensorE transposes of natural operands
+        // sit that far ahead of the matmuls that read them in TensorE's stream.
+        const int ahead = static_cast<int>(p_.lookahead);
+        for (int j = i; j < std::min<int>(i + 1 + ahead, static_cast<int>(keys_a_.size())); ++j) {
+          if (j > prepared_ && !prepare(j)) break;
+        }
+        if (prepared_ < i) throw std::logic_error("matmul: a chunk found no SBUF slot");
+        emit_step(gi, i);
+      }
+      epilogue(gi);
+    }
+  }
+
+  // Loads (and transposes) the chunks step j reads. False when a slot is not free yet.
+  bool prepare(int j) {
+    for (int side = 0; side < 2; ++side) {
+      ChunkCache& cache = side == 0 ? *cache_a_ : *cache_b_;
+      const int key = (side == 0 ? keys_a_ : keys_b_)[j];
+      if (cache.find(key)) continue;
+      const auto v = cache.victim(j, emitted_);
+      if (!v) return false;
+      const Token release = cache.slot(*v).release;
+      cache.fill(*v, j);
+      const Group& g = groups_[step_group_[j]];
+      Operand& o = side == 0 ? A_ : B_;
+      load_chunk(o, side, side == 0 ? g.a_base : g.b_base, side == 0 ? g.mg : g.ng, step_chunk_[j],
+                 cache.slot(*v), o.slots_off + *v * o.chunk_bytes, release);
+    }
+    prepared_ = j;
+    return true;
+  }
+
+  void load_chunk(Operand& o, int side, int64_t base, uint32_t group, uint32_t chunk,
+                  ChunkCache::Slot& slot, uint64_t slot_off, Token release) {
+    const uint32_t P = core_.tensor.rows;
+    const int64_t j0 = int64_t{group} * o.gw, jw = std::min<int64_t>(o.gw, o.J - j0);
+    const int64_t kt0 = int64_t{chunk} * p_.ck;
+    const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - kt0);
+    const int64_t k0 = kt0 * P, klen = std::min<int64_t>(nkt * P, K_ - k0);
+    const uint8_t q = load_queue();
+    if (!o.natural) {
+      // [k partitions, kt, j] straight into the slot: runs of jw elements when J is contiguous.
+      b_.wait(kDma(q), release);
+      const int64_t full = klen / P, tail = klen % P;
+      if (full > 0) {
+        b_.emit(kDma(q), isa::dma_copy(isa::sbuf(o.dt, 0, P, slot_off,
+                                                 {{o.gw, static_cast<uint32_t>(full)},
+                                                  {1, static_cast<uint32_t>(jw)}}),
+                                       hbm_ap(*o.t, base + k0 * o.ks + j0 * o.js, P, o.ks,
+                                              {{P * o.ks, static_cast<uint32_t>(full)},
+                                               {o.js, static_cast<uint32_t>(jw)}})));
+      }
+      if (tail > 0) {
+        b_.emit(kDma(q), isa::dma_copy(isa::sbuf(o.dt, 0, static_cast<uint32_t>(tail),
+                                                 slot_off + full * o.gw * o.es,
+                                                 {{1, static_cast<uint32_t>(jw)}}),
+                                       hbm_ap(*o.t, base + (k0 + full * P) * o.ks + j0 * o.js,
+                                              static_cast<uint32_t>(tail), o.ks,
+                                              {{o.js, static_cast<uint32_t>(jw)}})));
+      }
+      slot.ready[0] = b_.mark(kDma(q));
+      loaded(slot.ready[0]);
+      return;
+    }
+    // Natural: rows of J (128 per block) with klen contiguous elements each into a staging
+    // slot [row, block, k], then each 128 x 128 block transposed on TensorE into PSUM and copied
+    // to its place [k, j] in the chunk slot.
+    const uint32_t st = stage_count_[side]++ % p_.stage_slots;
+    const uint64_t stage_off = o.stage_off + st * o.stage_bytes;
+    const int64_t stage_row = int64_t{p_.ck} * P;  // elements per row block in staging
+    b_.wait(kDma(q), stage_release_[side][st]);
+    const int64_t blocks = jw / P, rest = jw % P;
+    if (blocks > 0) {
+      b_.emit(kDma(q), isa::dma_copy(isa::sbuf(o.dt, 0, P, stage_off,
+                                               {{stage_row, static_cast<uint32_t>(blocks)},
+                                                {1, static_cast<uint32_t>(klen)}}),
+                                     hbm_ap(*o.t, base + k0 + j0 * o.js, P, o.js,
+                                            {{P * o.js, static_cast<uint32_t>(blocks)},
+                                             {1, static_cast<uint32_t>(klen)}})));
+    }
+    if (rest > 0) {
+      b_.emit(kDma(q), isa::dma_copy(isa::sbuf(o.dt, 0, static_cast<uint32_t>(rest),
+                                               stage_off + blocks * stage_row * o.es,
+                                               {{1, static_cast<uint32_t>(klen)}}),
+                                     hbm_ap(*o.t, base + k0 + (j0 + blocks * P) * o.js,
+                                            static_cast<uint32_t>(rest), o.js,
+                                            {{1, static_cast<uint32_t>(klen)}})));
+    }
+    const Token staged = b_.mark(kDma(q));
+    loaded(staged);
+    const int64_t nblocks = ceil_div(jw, P);
+    const int64_t per_bank = static_cast<int64_t>(core_.psum.bank_bytes() / (P * o.es));
+    Token transposed;
+    for (int64_t kt = 0; kt < nkt; ++kt) {
+      const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, klen - kt * P));
+      for (int64_t b0 = 0; b0 < nblocks; b0 += per_bank) {
+        const int64_t b1 = std::min(nblocks, b0 + per_bank);
+        const uint32_t tb = tr_count_++ % p_.tr_banks;
+        b_.wait(kTensor, staged);
+        b_.wait(kTensor, tr_release_[tb]);
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          const uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(P, jw - blk * P));
+          b_.emit(kTensor, isa::transpose(
+                               isa::psum_tile(o.dt, kp, tr_bank_[tb] + (blk - b0) * P * o.es, rows),
+                               isa::sbuf_tile(o.dt, rows,
+                                              stage_off + (blk * stage_row + kt * P) * o.es, kp)));
+        }
+        transposed = b_.mark(kTensor);
+        const uint32_t cols = static_cast<uint32_t>(std::min<int64_t>(jw, b1 * P) - b0 * P);
+        const AccessPattern src = isa::psum_tile(o.dt, kp, tr_bank_[tb], cols);
+        const AccessPattern dst =
+            isa::sbuf_tile(o.dt, kp, slot_off + (kt * o.gw + b0 * P) * o.es, cols);
+        const StreamId e = pick_engine(cols, true);
+        b_.wait(e, transposed);
+        b_.wait(e, release);
+        if (e == kVector) {
+          b_.emit(e, isa::tensor_copy(dst, src));
+        } else {
+          b_.emit(e, isa::activation(dst, src, ActFunc::kCopy));
+        }
+        tr_release_[tb] = b_.mark(e);
+        slot.ready[e == kVector ? 0 : 1] = tr_release_[tb];
+      }
+    }
+    stage_release_[side][st] = transposed;
+  }
+
+  // The queue for the next load. The first two steps' loads go to the first two queues, one
+  // behind the other, and the other queues start once the first step's loads are in: the first
+  // matmuls then wait for two chunks at full bandwidth, not for every queue's first chunk
+  // sharing it. Afterwards loads rotate over all load queues in the order they are needed.
+  uint8_t load_queue() {
+    const uint32_t n = load_count_++;
+    const uint32_t nq = static_cast<uint32_t>(std::size(kLoadQueues));
+    const uint32_t i = n < 4 ? n % 2 : (n - 2) % nq;
+    const uint8_t q = kLoadQueues[i];
+    if (i >= 2 && !queue_started_[i]) {
+      for (const Token& t : first_loads_) b_.wait(kDma(q), t);
+    }
+    queue_started_[i] = true;
+    return q;
+  }
+  void loaded(Token t) {
+    if (first_loads_.size() < 2) first_loads_.push_back(t);
+  }
+
+  // VectorE or ScalarE, whichever has less estimated work so far (both may read PSUM).
+  StreamId pick_engine(uint64_t n, bool either) {
+    const double v = std::max<double>(core_.vector.min_ii_cycles, n) / core_.vector.frequency_hz;
+    const double s = std::max<double>(core_.scalar.min_ii_cycles, n) / core_.scalar.frequency_hz;
+    if (either && busy_vector_ + v > busy_scalar_ + s) {
+      busy_scalar_ += s;
+      return kScalar;
+    }
+    busy_vector_ += v;
+    return kVector;
+  }
+  void charge_scalar(uint64_t n) {
+    busy_scalar_ += std::max<double>(core_.scalar.min_ii_cycles, n) / core_.scalar.frequency_hz;
+  }
+
+  struct TileGeom {
+    uint32_t mt, nt, mw, nw;
+    uint32_t bank;  // accumulator slot: two groups of gm x gn tiles, packed into PSUM banks
+  };
+  std::vector<TileGeom> tiles_of(const Group& g, size_t gi) const {
+    std::vector<TileGeom> t;
+    const uint32_t parity = static_cast<uint32_t>(gi % 2) * p_.gm * p_.gn;
+    for (uint32_t mt = 0; mt < p_.gm; ++mt) {
+      const int64_t m0 = (int64_t{g.mg} * p_.gm + mt) * A_.tile;
+      if (m0 >= M_) break;
+      for (uint32_t nt = 0; nt < p_.gn; ++nt) {
+        const int64_t n0 = (int64_t{g.ng} * p_.gn + nt) * B_.tile;
+        if (n0 >= N_) break;
+        t.push_back({mt, nt, static_cast<uint32_t>(std::min<int64_t>(A_.tile, M_ - m0)),
+                     static_cast<uint32_t>(std::min<int64_t>(B_.tile, N_ - n0)),
+                     parity + mt * p_.gn + nt});
+      }
+    }
+    return t;
+  }
+
+  AccessPattern acc_ap(const TileGeom& t) const {
+    const uint32_t per_group = p_.gm * p_.gn, group = t.bank / per_group, i = t.bank % per_group;
+    return isa::psum_tile(DType::kFp32, t.mw,
+                          acc_bank_[group * p_.acc_banks + i / p_.tiles_per_bank] +
+                              (i % p_.tiles_per_bank) * p_.acc_tile_bytes,
+                          t.nw);
+  }
+
+  void emit_step(size_t gi, int i) {
+    const Group& g = groups_[gi];
+    const uint32_t P = core_.tensor.rows;
+    const auto tiles = tiles_of(g, gi);
+    if (i == g.first_step) {
+      for (const TileGeom& t : tiles) b_.wait(kTensor, bank_release_[t.bank]);
+    }
+    const uint32_t sa = *cache_a_->find(keys_a_[i]), sb = *cache_b_->find(keys_b_[i]);
+    ChunkCache::Slot& slot_a = cache_a_->slot(sa);
+    ChunkCache::Slot& slot_b = cache_b_->slot(sb);
+    for (const ChunkCache::Slot* s : {&slot_a, &slot_b}) {
+      b_.wait(kTensor, s->ready[0]);
+      b_.wait(kTensor, s->ready[1]);
+    }
+    const uint64_t a_off = A_.slots_off + sa * A_.chunk_bytes;
+    const uint64_t b_off = B_.slots_off + sb * B_.chunk_bytes;
+    const int64_t kt0 = int64_t{step_chunk_[i]} * p_.ck;
+    const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - kt0);
+    const bool last = i == g.first_step + g.steps - 1;
+    tile_done_.assign(tiles.size(), Token{});
+    auto mm = [&](int64_t kt, const TileGeom& t) {
+      const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K_ - (kt0 + kt) * P));
+      const AccessPattern stat =
+          isa::sbuf_tile(A_.dt, kp, a_off + (kt * A_.gw + t.mt * A_.tile) * A_.es, t.mw);
+      const AccessPattern mov =
+          isa::sbuf_tile(B_.dt, kp, b_off + (kt * B_.gw + t.nt * B_.tile) * B_.es, t.nw);
+      b_.emit(kTensor, isa::matmul(acc_ap(t), stat, mov, kt0 + kt > 0));
+    };
+    if (!last) {
+      for (int64_t kt = 0; kt < nkt; ++kt) {
+        for (const TileGeom& t : tiles) mm(kt, t);
+      }
+    } else {
+      // A group's last step finishes one tile after the other, each marked done, so the
+      // epilogue and store of the first tiles overlap TensorE finishing the rest.
+      for (size_t ti = 0; ti < tiles.size(); ++ti) {
+        for (int64_t kt = 0; kt < nkt; ++kt) mm(kt, tiles[ti]);
+        if (ti + 1 < tiles.size()) tile_done_[ti] = b_.mark(kTensor);
+      }
+    }
+    const Token done = b_.mark(kTensor);
+    if (last) tile_done_.back() = done;
+    cache_a_->used(sa, i, done);
+    cache_b_->used(sb, i, done);
+    emitted_ = i + 1;
+  }
+
+  // Loads the group's bias (scaled by beta) into a bias slot; returns its ready token.
+  Token load_bias(const Group& g, uint64_t off) {
+    const uint32_t P = core_.tensor.rows;
+    const StreamId q = kDma(kBiasQueue);
+    const int64_t m0 = int64_t{g.mg} * p_.gm * A_.tile, n0 = int64_t{g.ng} * p_.gn * B_.tile;
+    const uint32_t nw = static_cast<uint32_t>(std::min<int64_t>(B_.gw, N_ - n0));
+    const uint32_t bs = bias_count_ % 2;
+    b_.wait(q, bias_release_[bs]);
+    uint32_t rows = static_cast<uint32_t>(std::min<int64_t>(P, M_));
+    if (bias_column_) {
+      // [rows, 1] per tile along M: slot element (p, mt).
+      for (uint32_t mt = 0; mt < p_.gm && m0 + int64_t{mt} * A_.tile < M_; ++mt) {
+        const int64_t r0 = m0 + int64_t{mt} * A_.tile;
+        rows = static_cast<uint32_t>(std::min<int64_t>(A_.tile, M_ - r0));
+        b_.emit(q, isa::dma_copy(isa::sbuf(DType::kFp32, 0, rows, off + mt * 4ull, {{1, 1}}),
+                                 hbm_ap(*bias_, g.bias_base + r0 * bias_rs_ + n0 * bias_cs_, rows,
+                                        bias_rs_, {{1, 1}})));
+      }
+    } else if (bias_rs_ == 0) {
+      b_.emit(
+          q, isa::dma_copy(isa::sbuf(DType::kFp32, 0, rows, off, {{1, nw}}),
+                           hbm_ap(*bias_, g.bias_base + n0 * bias_cs_, rows, 0, {{bias_cs_, nw}})));
+    } else {
+      for (uint32_t mt = 0; mt < p_.gm && m0 + int64_t{mt} * A_.tile < M_; ++mt) {
+        const int64_t r0 = m0 + int64_t{mt} * A_.tile;
+        rows = static_cast<uint32_t>(std::min<int64_t>(A_.tile, M_ - r0));
+        b_.emit(q, isa::dma_copy(
+                       isa::sbuf(DType::kFp32, 0, rows, off + mt * uint64_t(B_.gw) * 4, {{1, nw}}),
+                       hbm_ap(*bias_, g.bias_base + r0 * bias_rs_ + n0 * bias_cs_, rows, bias_rs_,
+                              {{bias_cs_, nw}})));
+      }
+    }
+    Token ready = b_.mark(q);
+    if (spec_.beta != 1.0f) {
+      const uint32_t parts = bias_rs_ == 0 ? static_cast<uint32_t>(std::min<int64_t>(P, M_)) : P;
+      const uint32_t cols = static_cast<uint32_t>(p_.bias_bytes / 4);
+      const AccessPattern t = isa::sbuf_tile(DType::kFp32, parts, off, cols);
+      b_.wait(kVector, ready);
+      b_.emit(kVector, isa::tensor_scalar(t, t, AluOp::kMultiply, isa::imm(spec_.beta)));
+      busy_vector_ +=
+          std::max<double>(core_.vector.min_ii_cycles, cols) / core_.vector.frequency_hz;
+      ready = b_.mark(kVector);
+    }
+    return ready;
+  }
+
+  void epilogue(size_t gi) {
+    const Group& g = groups_[gi];
+    const auto tiles = tiles_of(g, gi);
+    if (g.steps == 0) {  // K == 0: the product is zero
+      for (const TileGeom& t : tiles) {
+        b_.wait(kVector, bank_release_[t.bank]);
+        b_.emit(kVector, isa::memset(acc_ap(t), 0.0f));
+      }
+      tile_done_.assign(tiles.size(), b_.mark(kVector));
+    }
+    Token bias_ready;
+    uint64_t bias_slot = 0;
+    if (bias_) {
+      bias_slot = bias_off_ + (bias_count_ % 2) * p_.bias_bytes;
+      bias_ready = load_bias(g, bias_slot);
+    }
+    const ActFunc f = spec_.epilogue;
+    for (size_t ti = 0; ti < tiles.size(); ++ti) {
+      const TileGeom& t = tiles[ti];
+      const Token done = tile_done_[ti];
+      const AccessPattern acc = acc_ap(t);
+      // Output tiles rotate through out_slots x gm x gn tile slots.
+      const uint32_t os = out_count_++ % static_cast<uint32_t>(out_release_.size());
+      const AccessPattern out =
+          isa::sbuf_tile(c_.dtype, t.mw, out_off_ + os * uint64_t{B_.tile} * oes_, t.nw);
+      StreamId reader;
+      if (bias_column_) {
+        const AccessPattern col =
+            isa::sbuf(DType::kFp32, 0, t.mw, bias_slot + t.mt * 4ull, {{1, 1}});
+        b_.wait(kScalar, done);
+        b_.wait(kScalar, bias_ready);
+        b_.wait(kScalar, out_release_[os]);
+        b_.emit(kScalar,
+                isa::activation(out, acc, f, isa::imm(spec_.alpha), isa::per_partition(col)));
+        charge_scalar(t.nw);
+        const Token r = b_.mark(kScalar);
+        bank_release_[t.bank] = r;
+        bias_release_[bias_count_ % 2] = r;
+        store(g, t, out, r, os);
+        continue;
+      }
+      if (!bias_) {
+        if (f == ActFunc::kCopy) {
+          reader = pick_engine(t.nw, true);
+        } else {
+          reader = kScalar;
+          charge_scalar(t.nw);
+        }
+        b_.wait(reader, done);
+        b_.wait(reader, out_release_[os]);
+        if (reader == kVector) {
+          b_.emit(kVector, spec_.alpha == 1.0f ? isa::tensor_copy(out, acc)
+                                               : isa::tensor_scalar(out, acc, AluOp::kMultiply,
+                                                                    isa::imm(spec_.alpha)));
+        } else {
+          b_.emit(kScalar, isa::activation(out, acc, f, isa::imm(spec_.alpha)));
+        }
+        const Token r = b_.mark(reader);
+        bank_release_[t.bank] = r;
+        store(g, t, out, r, os);
+        continue;
+      }
+      // Bias: VectorE adds it (it varies along the free dim); ScalarE applies the activation.
+      reader = kVector;
+      pick_engine(t.nw, false);
+      const AccessPattern bias_t = isa::sbuf_tile(
+          DType::kFp32, t.mw,
+          bias_slot + ((bias_rs_ != 0 ? t.mt : 0) * uint64_t(B_.gw) + t.nt * B_.tile) * 4, t.nw);
+      const uint32_t ts = tmp_count_++ % 2;
+      const AccessPattern tmp =
+          isa::sbuf_tile(DType::kFp32, t.mw, tmp_off_ + ts * uint64_t{B_.tile} * 4, t.nw);
+      b_.wait(kVector, done);
+      b_.wait(kVector, bias_ready);
+      if (tmp_) b_.wait(kVector, tmp_release_[ts]);
+      AccessPattern src = acc;
+      if (spec_.alpha != 1.0f) {
+        b_.emit(kVector, isa::tensor_scalar(tmp, acc, AluOp::kMultiply, isa::imm(spec_.alpha)));
+        src = tmp;
+        pick_engine(t.nw, false);
+      }
+      if (f == ActFunc::kCopy) {
+        b_.wait(kVector, out_release_[os]);
+        b_.emit(kVector, isa::tensor_tensor(out, src, bias_t, AluOp::kAdd));
+        const Token r = b_.mark(kVector);
+        bank_release_[t.bank] = r;
+        bias_release_[bias_count_ % 2] = r;
+        store(g, t, out, r, os);
+        continue;
+      }
+      b_.emit(kVector, isa::tensor_tensor(tmp, src, bias_t, AluOp::kAdd));
+      const Token v = b_.mark(kVector);
+      bank_release_[t.bank] = v;
+      bias_release_[bias_count_ % 2] = v;
+      b_.wait(kScalar, v);
+      b_.wait(kScalar, out_release_[os]);
+      b_.emit(kScalar, isa::activation(out, tmp, f));
+      charge_scalar(t.nw);
+      tmp_release_[ts] = b_.mark(kScalar);
+      store(g, t, out, tmp_release_[ts], os);
+    }
+    if (bias_) ++bias_count_;
+    if (swapped_) store_transposed(g);
+  }
+
+  // Stores one tile as soon as its epilogue wrote it: the last group's store starts early.
+  void store(const Group& g, const TileGeom& t, const AccessPattern& out, Token ready,
+             uint32_t slot) {
+    if (swapped_) {
+      pending_.push_back({t, out, ready, slot});
+      return;
+    }
+    const StreamId q = kDma(kStoreQueues[store_count_++ % std::size(kStoreQueues)]);
+    const int64_t m0 = (int64_t{g.mg} * p_.gm + t.mt) * A_.tile;
+    const int64_t n0 = (int64_t{g.ng} * p_.gn + t.nt) * B_.tile;
+    b_.wait(q, ready);
+    b_.emit(q, isa::dma_copy(
+                   hbm_ap(c_, g.c_base + m0 * crs_ + n0 * ccs_, t.mw, crs_, {{ccs_, t.nw}}), out));
+    out_release_[slot] = b_.mark(q);
+  }
+
+  // Weight-stationary frame: the kernel computed C^T in tiles [n rows, m cols]. TensorE transposes
+  // each group's tiles of one column block into a PSUM bank side by side, a copy engine moves the
+  // [m, n] block to SBUF, and one DMA stores it as rows of C.
+  void store_transposed(const Group& g) {
+    std::vector<PendingTile> tiles = std::move(pending_);
+    pending_.clear();
+    for (size_t i = 0; i < tiles.size();) {
+      size_t j = i;
+      const uint32_t tb = tr_count_++ % p_.tr_banks;
+      b_.wait(kTensor, tr_release_[tb]);
+      uint32_t cols = 0;
+      const uint32_t rows = tiles[i].t.nw;
+      for (; j < tiles.size() && tiles[j].t.nt == tiles[i].t.nt; ++j) {
+        const PendingTile& x = tiles[j];
+        b_.wait(kTensor, x.ready);
+        b_.emit(kTensor,
+                isa::transpose(isa::psum_tile(c_.dtype, rows, tr_bank_[tb] + cols * oes_, x.t.mw),
+                               x.out));
+        cols += x.t.mw;
+      }
+      const Token tr = b_.mark(kTensor);
+      for (size_t k = i; k < j; ++k) out_release_[tiles[k].slot] = tr;
+      const uint32_t fs = final_count_++ % 2;
+      const AccessPattern fin =
+          isa::sbuf_tile(c_.dtype, rows, final_off_ + fs * uint64_t{p_.gm} * A_.tile * oes_, cols);
+      const StreamId e = pick_engine(cols, true);
+      b_.wait(e, tr);
+      b_.wait(e, final_release_[fs]);
+      const AccessPattern ps = isa::psum_tile(c_.dtype, rows, tr_bank_[tb], cols);
+      if (e == kVector) {
+        b_.emit(e, isa::tensor_copy(fin, ps));
+      } else {
+        b_.emit(e, isa::activation(fin, ps, ActFunc::kCopy));
+      }
+      const Token copied = b_.mark(e);
+      tr_release_[tb] = copied;
+      const TileGeom& t0 = tiles[i].t;
+      const int64_t m0 = (int64_t{g.mg} * p_.gm + t0.mt) * A_.tile;
+      const int64_t n0 = (int64_t{g.ng} * p_.gn + t0.nt) * B_.tile;
+      const StreamId q = kDma(kStoreQueues[store_count_++ % std::size(kStoreQueues)]);
+      b_.wait(q, copied);
+      b_.emit(
+          q, isa::dma_copy(hbm_ap(c_, g.c_base + m0 * crs_ + n0 * ccs_, rows, ccs_, {{crs_, cols}}),
+                           fin));
+      final_release_[fs] = b_.mark(q);
+      i = j;
+    }
+  }
+
+  static StreamId kDma(uint8_t q) { return dma_queue(q); }
+
+  ProgramBuilder b_;
+  const CoreParams& core_;
+  MatmulSpec spec_;
+  const TensorDesc& c_;
+  const std::optional<TensorDesc>& bias_;
+  Operand A_, B_;
+  int64_t M_ = 0, N_ = 0, K_ = 0, crs_ = 0, ccs_ = 0, bias_rs_ = 0, bias_cs_ = 0;
+  std::vector<int64_t> bias_strides_;
+  MatmulPlan p_;
+  bool swapped_ = false;      // computing C^T (weight-stationary); outputs transposed back
+  bool bias_column_ = false;  // the bias is one value per output partition
+  bool tmp_ = false;
+  struct PendingTile {
+    TileGeom t;
+    AccessPattern out;
+    Token ready;
+    uint32_t slot;
+  };
+  std::vector<PendingTile> pending_;
+  uint64_t final_off_ = 0;
+  uint32_t final_count_ = 0;
+  Token final_release_[2];
+  uint64_t oes_ = 0, out_group_bytes_ = 0, out_off_ = 0, tmp_off_ = 0, bias_off_ = 0;
+  std::vector<uint64_t> acc_bank_, tr_bank_;
+
+  std::vector<Group> groups_;
+  std::vector<int> step_group_;
+  std::vector<uint32_t> step_chunk_;
+  std::vector<int> keys_a_, keys_b_;
+  std::optional<ChunkCache> cache_a_, cache_b_;
+  int prepared_ = -1, emitted_ = 0;
+
+  std::vector<Token> bank_release_, tr_release_, out_release_;
+  std::vector<Token> stage_release_[2];
+  Token tmp_release_[2], bias_release_[2];
+  std::vector<Token> tile_done_;  // the current group's tiles: last matmul done
+  uint32_t stage_count_[2] = {0, 0}, tr_count_ = 0, out_count_ = 0, tmp_count_ = 0, bias_count_ = 0,
+           store_count_ = 0, load_count_ = 0;
+  double busy_vector_ = 0, busy_scalar_ = 0;
+  std::vector<Token> first_loads_;
+  bool queue_started_[std::size(kLoadQueues)] = {};
+};
+
 }  // namespace
 
-Program build_matmul(const std::string& name, const TensorDesc& a, const TensorDesc& bt,
+Program build_matmul(const std::string& name, const TensorDesc& a, const TensorDesc& b,
                      const TensorDesc& c, const std::optional<TensorDesc>& bias,
                      const MatmulSpec& spec, const CoreParams& core) {
-  const Batched A = split_batch(a), B = split_batch(bt), C = split_batch(c);
+  if (c.dim() < 2 || a.dim() < 2 || b.dim() < 2) {
+    throw std::invalid_argument("matmul operands need at least 2 dims");
+  }
   if (c.numel() == 0) return Program{name, {}, {}};
-  const int64_t M = A.rows, K = A.cols, N = B.cols;
-  if (B.rows != K || C.rows != M || C.cols != N) {
-    throw std::invalid_argument(fmt::format("{}: shapes {} @ {} -> {} do not match", name,
-                                            a.to_string(), bt.to_string(), c.to_string()));
-  }
-  // Bias as a [..., M, N] view of c's shape (stride 0 where broadcast).
-  std::vector<int64_t> bias_strides(c.sizes.size(), 0);
-  if (bias) {
-    const size_t off = c.sizes.size() - bias->sizes.size();
-    for (size_t d = 0; d < bias->sizes.size(); ++d) {
-      bias_strides[off + d] = bias->sizes[d] == 1 ? 0 : bias->strides[d];
-    }
-  }
-  const int64_t bias_rs = bias_strides[c.sizes.size() - 2], bias_cs = bias_strides.back();
-
-  const uint32_t P = core.tensor.rows, MT = core.tensor.columns, NT = core.tensor.moving_free_max;
-  const DType dt = a.dtype;
-  const DType bdt = bt.dtype;
-  const uint64_t es = dtype_size(dt), bes = dtype_size(bdt), oes = dtype_size(c.dtype);
-  const uint32_t KT = ceil_div(static_cast<uint64_t>(std::max<int64_t>(K, 1)), P);
-
-  ProgramBuilder b(name, core);
-  const uint64_t b_slot = uint64_t{KT} * NT * bes;
-  const uint64_t b_off = b.alloc_sbuf(2 * b_slot);
-  const uint64_t tmp_off = b.alloc_sbuf(2 * uint64_t{NT} * 4);
-  const uint64_t out_off = b.alloc_sbuf(2 * uint64_t{NT} * oes);
-  const uint64_t bias_off = bias ? b.alloc_sbuf(2 * uint64_t{NT} * 4) : 0;
-  // Natural operands arrive as row stripes of up to stripe_cols columns (kStageBytes per
-  // partition per slot).
-  const uint64_t stage_es = std::max(es, bes);
-  const uint32_t stripe_cols = static_cast<uint32_t>(
-      std::min<uint64_t>(uint64_t{KT} * P, std::max<uint64_t>(P, kStageBytes / stage_es / P * P)));
-  const uint64_t stage_slot = uint64_t{stripe_cols} * stage_es;
-  const uint64_t stage_off = b.alloc_sbuf(kStageSlots * stage_slot);
-  const uint64_t used = stage_off + kStageSlots * stage_slot;
-  const uint64_t left = core.sbuf.partition_bytes > used ? core.sbuf.partition_bytes - used : 0;
-  const uint32_t mb_cap = static_cast<uint32_t>(left / (uint64_t{KT} * es) / MT * MT);
-  if (mb_cap == 0) {
-    throw std::invalid_argument(
-        fmt::format("{}: contraction {} too large for SBUF tiling", name, K));
-  }
-  const uint32_t MB = std::min<uint32_t>(mb_cap, ceil_div(static_cast<uint64_t>(M), MT) * MT);
-  const uint64_t a_off = b.alloc_sbuf(uint64_t{KT} * MB * es);
-  uint64_t acc_bank[4], tr_bank[kTransposeBanks];
-  for (auto& x : acc_bank) x = b.alloc_psum_bank();
-  for (auto& x : tr_bank) x = b.alloc_psum_bank();
-
-  const StreamId qa = dma_queue(0), qb = dma_queue(1), qbias = dma_queue(2), qc = dma_queue(3);
-  // A is "transposed-ready" when its M dim is contiguous; natural when its K dim is.
-  // Otherwise (neither stride 1) the DMA gathers elements one by one: correct, and slow as it
-  // would be on the device.
-  const bool a_natural = !(A.rs == 1 || M == 1) && A.cs == 1;
-  const bool b_natural = !(B.cs == 1 || N == 1) && B.rs == 1;
-  const uint32_t k_tiles = K > 0 ? KT : 0;
-
-  Token a_release, b_release[2], bank_release[4], tmp_release[2], out_release[2],
-      stage_free[kStageSlots], tr_free[kTransposeBanks], bias_free[2];
-  uint64_t b_count = 0, tile_count = 0, stage_count = 0, tr_count = 0;
-
-  // Loads natural rows [rows <= 128, K] of an operand (K contiguous) in stripes, one DMA each,
-  // and transposes them 128 columns at a time on TensorE (through PSUM; VectorE copies each
-  // result to SBUF at dst_base + kt * dst_kt_stride). done[kt] is the copy of k tile kt.
-  auto transpose_rows = [&](const TensorDesc& src, int64_t row_base, int64_t row_stride,
-                            uint32_t rows, DType t, uint64_t dst_base, uint64_t dst_kt_stride,
-                            StreamId q, const Token& dst_free, std::vector<Token>& done) {
-    for (uint32_t s0 = 0; s0 < k_tiles * P; s0 += stripe_cols) {
-      const uint32_t sw = static_cast<uint32_t>(std::min<int64_t>(stripe_cols, K - s0));
-      const int s = static_cast<int>(stage_count++ % kStageSlots);
-      const uint64_t slot_off = stage_off + s * stage_slot;
-      b.wait(q, stage_free[s]);
-      b.emit(q, isa::dma_copy(isa::sbuf_tile(t, rows, slot_off, sw),
-                              hbm2(src, row_base + s0, rows, row_stride, sw, 1)));
-      const Token loaded = b.mark(q);
-      Token transposed;
-      for (uint32_t k0 = 0; k0 < sw; k0 += P) {
-        const uint32_t kt = (s0 + k0) / P, kp = std::min<uint32_t>(P, sw - k0);
-        const int tb = static_cast<int>(tr_count++ % kTransposeBanks);
-        const AccessPattern ps = isa::psum_tile(t, kp, tr_bank[tb], rows);
-        b.wait(kTensor, loaded);
-        b.wait(kTensor, tr_free[tb]);
-        b.emit(kTensor, isa::transpose(ps, isa::sbuf_tile(t, rows, slot_off + k0 * stage_es, kp)));
-        transposed = b.mark(kTensor);
-        b.wait(kVector, transposed);
-        b.wait(kVector, dst_free);
-        b.emit(kVector,
-               isa::tensor_copy(isa::sbuf_tile(t, kp, dst_base + kt * dst_kt_stride, rows), ps));
-        tr_free[tb] = b.mark(kVector);
-        done[kt] = tr_free[tb];
-      }
-      stage_free[s] = transposed;
-    }
+  // Decode-shaped products (few rows, a wide weight) run weight-stationary: C^T = B^T A^T, so
+  // the weight is TensorE's stationary operand and each matmul streams only the few rows of A
+  // (ISA-2.26: max(min(64, N_stationary), N_moving) cycles per 128 x 128 weight tile instead of
+  // 512 per 128 x 512); the C^T tiles are transposed back on TensorE before the store.
+  const int64_t M = c.sizes[c.sizes.size() - 2], N = c.sizes.back();
+  const bool swap = M <= core.tensor.mm_min_ii_cycles && N >= core.tensor.moving_free_max &&
+                    c.strides.back() == 1;
+  if (!swap) return MatmulEmitter(name, a, b, c, bias, spec, core, false).build();
+  auto t = [](TensorDesc d) {
+    const size_t n = d.sizes.size();
+    std::swap(d.sizes[n - 1], d.sizes[n - 2]);
+    std::swap(d.strides[n - 1], d.strides[n - 2]);
+    return d;
   };
-
-  std::vector<int64_t> bidx(C.sizes.size(), 0);
-  while (true) {
-    const int64_t a_base = batch_offset(A, bidx), b_base = batch_offset(B, bidx),
-                  c_base = batch_offset(C, bidx);
-    int64_t bias_base = 0;
-    for (size_t d = 0; d < bidx.size(); ++d) bias_base += bidx[d] * bias_strides[d];
-
-    for (int64_t m0 = 0; m0 < M; m0 += MB) {
-      const uint32_t mbw = static_cast<uint32_t>(std::min<int64_t>(MB, M - m0));
-      const uint32_t chunk_cols = kChunkTiles * MT;
-      std::vector<std::vector<Token>> a_tok(ceil_div(mbw, chunk_cols), std::vector<Token>(KT));
-      b.wait(qa, a_release);
-      b.wait(kVector, a_release);
-      for (uint32_t c0 = 0; c0 < mbw; c0 += chunk_cols) {
-        const uint32_t cw = std::min(chunk_cols, mbw - c0);
-        for (uint32_t kt = 0; !a_natural && kt < k_tiles; ++kt) {
-          const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K - int64_t{kt} * P));
-          const uint64_t dst_off = a_off + (uint64_t{kt} * MB + c0) * es;
-          // A^T tile [kp, cw]: element (k, m) at a_base + (m0 + c0 + m) * rs + (kt*P + k) * cs.
-          b.emit(qa, isa::dma_copy(isa::sbuf_tile(dt, kp, dst_off, cw),
-                                   hbm2(a, a_base + (m0 + c0) * A.rs + int64_t{kt} * P * A.cs, kp,
-                                        A.cs, cw, A.rs)));
-          a_tok[c0 / chunk_cols][kt] = b.mark(qa);
-        }
-        if (a_natural) {
-          for (uint32_t r0 = 0; r0 < cw; r0 += P) {
-            transpose_rows(a, a_base + (m0 + c0 + r0) * A.rs, A.rs, std::min<uint32_t>(P, cw - r0),
-                           dt, a_off + (c0 + r0) * es, uint64_t{MB} * es, qa, Token{},
-                           a_tok[c0 / chunk_cols]);
-          }
-        }
-      }
-
-      for (int64_t n0 = 0; n0 < N; n0 += NT, ++b_count) {
-        const uint32_t nw = static_cast<uint32_t>(std::min<int64_t>(NT, N - n0));
-        const int slot = static_cast<int>(b_count % 2);
-        const uint64_t slot_off = b_off + slot * b_slot;
-        b.wait(qb, b_release[slot]);
-        std::vector<Token> b_tok(KT);
-        for (uint32_t kt = 0; !b_natural && kt < k_tiles; ++kt) {
-          const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K - int64_t{kt} * P));
-          const uint64_t dst_off = slot_off + uint64_t{kt} * NT * bes;
-          b.emit(qb, isa::dma_copy(isa::sbuf_tile(bdt, kp, dst_off, nw),
-                                   hbm2(bt, b_base + int64_t{kt} * P * B.rs + n0 * B.cs, kp, B.rs,
-                                        nw, B.cs)));
-          b_tok[kt] = b.mark(qb);
-        }
-        if (b_natural) {
-          for (uint32_t r0 = 0; r0 < nw; r0 += P) {
-            transpose_rows(bt, b_base + (n0 + r0) * B.cs, B.cs, std::min<uint32_t>(P, nw - r0), bdt,
-                           slot_off + r0 * bes, uint64_t{NT} * bes, qb, b_release[slot], b_tok);
-          }
-        }
-        // A bias broadcast over rows is loaded once per N tile.
-        Token bias_tok;
-        const int bslot = static_cast<int>(b_count % 2);
-        if (bias && bias_rs == 0) {
-          b.wait(qbias, bias_free[bslot]);
-          b.emit(qbias, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P,
-                                                     bias_off + bslot * uint64_t{NT} * 4, nw),
-                                      hbm2(*bias, bias_base + n0 * bias_cs, P, 0, nw, bias_cs)));
-          bias_tok = b.mark(qbias);
-        }
-
-        Token last_mm;
-        for (uint32_t mt = 0; mt < mbw; mt += MT, ++tile_count) {
-          const uint32_t mw = std::min<uint32_t>(MT, mbw - mt);
-          const int bank = static_cast<int>(tile_count % 4);
-          const int ts = static_cast<int>(tile_count % 2);
-          const AccessPattern acc = isa::psum_tile(DType::kFp32, mw, acc_bank[bank], nw);
-          b.wait(kTensor, bank_release[bank]);
-          for (uint32_t kt = 0; kt < k_tiles; ++kt) {
-            const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K - int64_t{kt} * P));
-            b.wait(kTensor, a_tok[mt / chunk_cols][kt]);
-            b.wait(kTensor, b_tok[kt]);
-            const AccessPattern stat =
-                isa::sbuf_tile(dt, kp, a_off + (uint64_t{kt} * MB + mt) * es, mw);
-            const AccessPattern mov =
-                isa::sbuf_tile(bdt, kp, slot_off + uint64_t{kt} * NT * bes, nw);
-            b.emit(kTensor, isa::matmul(acc, stat, mov, kt > 0));
-          }
-          if (K == 0) b.emit(kVector, isa::memset(acc, 0.0f));
-          last_mm = b.mark(kTensor);
-
-          const AccessPattern tmp =
-              isa::sbuf_tile(DType::kFp32, mw, tmp_off + ts * uint64_t{NT} * 4, nw);
-          const AccessPattern out =
-              isa::sbuf_tile(c.dtype, mw, out_off + ts * uint64_t{NT} * oes, nw);
-          b.wait(kVector, last_mm);
-          b.wait(kVector, tmp_release[ts]);
-          b.emit(kVector, isa::tensor_scalar(tmp, acc, AluOp::kMultiply, isa::imm(spec.alpha)));
-          if (bias) {
-            AccessPattern bt_tile =
-                isa::sbuf_tile(DType::kFp32, mw, bias_off + bslot * uint64_t{NT} * 4, nw);
-            if (bias_rs != 0) {
-              b.wait(qbias, bias_free[bslot]);
-              b.emit(qbias, isa::dma_copy(
-                                bt_tile, hbm2(*bias, bias_base + (m0 + mt) * bias_rs + n0 * bias_cs,
-                                              mw, bias_rs, nw, bias_cs)));
-              bias_tok = b.mark(qbias);
-            }
-            b.wait(kVector, bias_tok);
-            if (spec.beta != 1.0f) {
-              b.emit(kVector,
-                     isa::tensor_scalar(bt_tile, bt_tile, AluOp::kMultiply, isa::imm(spec.beta)));
-            }
-            b.emit(kVector, isa::tensor_tensor(tmp, tmp, bt_tile, AluOp::kAdd));
-          }
-          const Token v_tok = b.mark(kVector);
-          bank_release[bank] = v_tok;
-          if (bias) bias_free[bslot] = v_tok;
-
-          b.wait(kScalar, v_tok);
-          b.wait(kScalar, out_release[ts]);
-          b.emit(kScalar, isa::activation(out, tmp, spec.epilogue));
-          const Token s_tok = b.mark(kScalar);
-          tmp_release[ts] = s_tok;
-
-          b.wait(qc, s_tok);
-          b.emit(qc, isa::dma_copy(
-                         hbm2(c, c_base + (m0 + mt) * C.rs + n0 * C.cs, mw, C.rs, nw, C.cs), out));
-          out_release[ts] = b.mark(qc);
-        }
-        b_release[slot] = last_mm;
-      }
-      a_release = b.mark(kTensor);
-    }
-    // Next batch index (odometer); done when it wraps around.
-    size_t d = bidx.size();
-    while (d > 0 && ++bidx[d - 1] == C.sizes[d - 1]) bidx[--d] = 0;
-    if (d == 0) break;
+  std::optional<TensorDesc> bias_t;
+  if (bias) {
+    TensorDesc e{bias->address, bias->dtype, c.sizes, broadcast_strides(*bias, c.sizes)};
+    bias_t = t(e);
   }
-  return std::move(b).build();
+  return MatmulEmitter(name, t(b), t(a), t(c), bias_t, spec, core, true).build();
 }
 
 }  // namespace neuronsim::kernels

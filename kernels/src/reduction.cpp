@@ -127,6 +127,79 @@ Program build_column_sum(const std::string& name, const TensorDesc& in, const Te
   return std::move(b).build();
 }
 
+// max/min/prod over dims that lie outside the kept innermost dim in memory (x.amax(0) of a
+// row-major matrix). Each partition takes a run of w contiguous kept columns, the reduced rows
+// along its free dim, so every DMA moves runs of w elements; VectorE folds the reduced rows of
+// each column (tensor_reduce over the innermost axis of an [w, rows] view). The generic path
+// would put the kept dim on partitions and gather one element per descriptor.
+Program build_column_reduce(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                            const ReduceSpec& spec, const std::vector<int64_t>& kept_sizes,
+                            const std::vector<std::vector<int64_t>>& ks,
+                            const std::vector<int64_t>& red_sizes,
+                            const std::vector<int64_t>& red_strides, const CoreParams& core) {
+  constexpr int kSlots = 2;
+  constexpr uint64_t kSlotBytes = 16 << 10;  // per partition: several KiB per DMA row
+  ProgramBuilder b(name, core);
+  const uint32_t P = core.sbuf.partitions;
+  const int64_t cols = kept_sizes.back(), out_stride = ks[1].back();
+  const int64_t w_max = static_cast<int64_t>(kSlotBytes / 4 / 4);  // leaves >= 4 rows per chunk
+  const int64_t W = std::clamp<int64_t>((cols + P - 1) / P, 1, w_max);
+  const int64_t r_inner = red_sizes.back(), r_inner_stride = red_strides.back();
+  const int64_t r_outer = red_sizes.size() == 2 ? red_sizes[0] : 1;
+  const int64_t r_outer_stride = red_sizes.size() == 2 ? red_strides[0] : 0;
+  const int64_t rc = std::max<int64_t>(1, static_cast<int64_t>(kSlotBytes / 4) / W);
+  const uint64_t x_off = b.alloc_sbuf(kSlots * kSlotBytes);
+  const uint64_t part_off = b.alloc_sbuf(uint64_t(W) * 4);
+  const uint64_t acc_off = b.alloc_sbuf(2 * uint64_t(W) * 4);
+  const StreamId qout = dma_queue(2);
+  Token x_free[kSlots], acc_free[2];
+  uint64_t loads = 0, blocks = 0;
+  for_each_outer_kept(kept_sizes, ks, [&](int64_t in_base, int64_t out_base) {
+    for (int64_t c0 = 0; c0 < cols;) {
+      // p partitions of w columns each; a tail shorter than W goes on one partition.
+      const int64_t w = std::min<int64_t>(W, cols - c0);
+      const uint32_t p = w < W ? 1 : static_cast<uint32_t>(std::min<int64_t>(P, (cols - c0) / W));
+      const int g = static_cast<int>(blocks++ % 2);
+      const AccessPattern acc =
+          isa::sbuf_tile(DType::kFp32, p, acc_off + g * uint64_t(W) * 4, static_cast<uint32_t>(w));
+      const AccessPattern part =
+          isa::sbuf_tile(DType::kFp32, p, part_off, static_cast<uint32_t>(w));
+      b.wait(kVector, acc_free[g]);
+      bool first = true;
+      for (int64_t o = 0; o < r_outer; ++o) {
+        for (int64_t r0 = 0; r0 < r_inner; r0 += rc) {
+          const int64_t rn = std::min<int64_t>(rc, r_inner - r0);
+          const int slot = static_cast<int>(loads % kSlots);
+          const StreamId q = dma_queue(static_cast<uint8_t>(loads++ % 2));
+          const uint64_t x_at = x_off + slot * kSlotBytes;
+          const int64_t e = in_base + c0 + o * r_outer_stride + r0 * r_inner_stride;
+          const AccessPattern src = hbm_ap(in, e, p, W, {{r_inner_stride, rn}, {1, w}});
+          const AccessPattern x = isa::sbuf(DType::kFp32, 0, p, x_at, {{w, rn}, {1, w}});
+          // The same tile read column-major: each column's rows innermost, folded by the reduce.
+          const AccessPattern xt = isa::sbuf(DType::kFp32, 0, p, x_at, {{1, w}, {w, rn}});
+          b.wait(q, x_free[slot]);
+          b.emit(q, isa::dma_copy(x, src));
+          b.wait(kVector, b.mark(q));
+          b.emit(kVector, isa::tensor_reduce(first ? acc : part, xt, spec.op));
+          if (!first) b.emit(kVector, isa::tensor_tensor(acc, acc, part, combine_op(spec.op)));
+          first = false;
+          x_free[slot] = b.mark(kVector);
+        }
+      }
+      if (spec.scale != 1.0f) {
+        b.emit(kVector, isa::tensor_scalar(acc, acc, AluOp::kMultiply, isa::imm(spec.scale)));
+      }
+      b.wait(qout, b.mark(kVector));
+      b.emit(qout, isa::dma_copy(hbm_ap(out, out_base + c0 * out_stride, p, W * out_stride,
+                                        {{out_stride, w}}),
+                                 acc));
+      acc_free[g] = b.mark(qout);
+      c0 += int64_t{p} * w;
+    }
+  });
+  return std::move(b).build();
+}
+
 }  // namespace
 
 Program build_reduce(const std::string& name, const TensorDesc& in, const TensorDesc& out,
@@ -178,6 +251,11 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
       red_total > 1 && kept_total > 0 && kept.sizes.back() > 1 && ks[0].back() == 1 &&
       rs[0].back() != 1) {
     return build_column_sum(name, in, out, spec, kept.sizes, ks, red.sizes, rs[0], core);
+  }
+  if (spec.op != ReduceOp::kAdd && !spec.arg && !spec.variance && !spec.nonzero && !spec.sqrt &&
+      red_total > 1 && kept_total > 0 && kept.sizes.back() > 1 && ks[0].back() == 1 &&
+      rs[0].back() != 1) {
+    return build_column_reduce(name, in, out, spec, kept.sizes, ks, red.sizes, rs[0], core);
   }
 
   ProgramBuilder b(name, core);

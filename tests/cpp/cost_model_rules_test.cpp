@@ -5,6 +5,7 @@
 // "Estimated instruction cost"), PERF (NKI performance guide), DMA-OVERVIEW, DMA-BW, SCHEMA.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 namespace neuronsim {
 namespace {
 
+using device::AccessPattern;
 using device::ActFunc;
 using device::AluOp;
 using device::DType;
@@ -122,6 +124,36 @@ TEST(CostModelRules, TensorFp32MatmulCostsFourTimesBf16) {
   EXPECT_WITHIN_5PCT(
       measure_ii(*dev, kernels::kTensor, "TensorE", {matmul(DType::kFp32, 128, 100)}, hz),
       4 * 100.0);
+}
+
+// ARCH-v3 double FP8 (perf_mode=double_row): on Trainium2 a 256-deep FP8 x FP8 contraction takes
+// the time of a 128-deep BF16 one, twice the BF16 rate (158 vs 79 TFLOP/s per core; SCHEMA
+// adjusted_flops FP8 0.5x on Trn2): a 128-deep FP8 matmul costs half. NC-v2 has no double-row
+// mode (SCHEMA: FP8 1.0x on Trn1): BF16 speed. Mixed FP8 x BF16 runs at BF16 speed on both
+// (glossary).
+// FP8 x FP8 (both encodings) at `fp8_cycles` per N = 512 matmul; FP8 x BF16 at BF16 speed.
+void expect_fp8_matmul_cycles(const std::string& preset, double fp8_cycles) {
+  auto fp8_mm = [](DType moving) {
+    return isa::matmul(isa::psum_tile(DType::kFp32, 128, 0, 512),
+                       isa::sbuf_tile(DType::kFp8E4M3, 128, 0, 128),
+                       isa::sbuf_tile(moving, 128, 64 << 10, 512), false);
+  };
+  auto dev = timing_device(preset);
+  const double hz = dev->params().core.tensor.frequency_hz;
+  for (DType moving : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    EXPECT_WITHIN_5PCT(measure_ii(*dev, kernels::kTensor, "TensorE", {fp8_mm(moving)}, hz),
+                       fp8_cycles);
+  }
+  EXPECT_WITHIN_5PCT(measure_ii(*dev, kernels::kTensor, "TensorE", {fp8_mm(DType::kBf16)}, hz),
+                     512.0);
+}
+
+TEST(CostModelRules, TensorFp8DoubleRowHalvesMatmulTimeOnTrn2) {
+  expect_fp8_matmul_cycles("trn2", 256.0);
+}
+
+TEST(CostModelRules, TensorFp8RunsAtBf16SpeedOnTrn1) {
+  expect_fp8_matmul_cycles("trn1", 512.0);
 }
 
 // ISA-2.26 nc_matmul: max(min(64, N_stationary), N_moving) TensorE cycles for 16-bit inputs.
@@ -437,10 +469,11 @@ TEST(CostModelRules, GpSimdIotaCosts150PlusN) {
 
 // ---- SCALE-Sim compatibility mode ----
 
-// SCALE-Sim v2 weight-stationary (HARDWARE.md 7): one fold loads weights (R), streams T rows,
-// drains C - 1 and skews R - 1: 2R + C + T - 2 cycles with no overlap between folds. One matmul
-// is one fold (K <= R, M <= C); T = the moving free size.
-TEST(CostModelRules, ScaleSimModeChargesOneFoldPerMatmul) {
+// SCALE-Sim WS (scalesim 3.0.0 compute/systolic_compute_ws.py, HARDWARE.md 7): a fold loads its
+// weights (R), streams T rows, drains C - 1 and skews R - 1: 2R + C + T - 2 cycles, folds one
+// after the other. A matmul with a new stationary starts a fold; alternating stationaries make
+// every matmul a fold of T = the moving free size.
+TEST(CostModelRules, ScaleSimModeChargesAFoldPerNewStationary) {
   auto dev = timing_device("trn1", {"tensor.timing_mode=scalesim"});
   const double hz = dev->params().core.tensor.frequency_hz;
   const double R = 128, C = 128;
@@ -451,6 +484,17 @@ TEST(CostModelRules, ScaleSimModeChargesOneFoldPerMatmul) {
     EXPECT_WITHIN_5PCT(measure_ii(*dev, kernels::kTensor, "TensorE", alternating, hz),
                        2 * R + C + t - 2);
   }
+}
+
+// ... and matmuls that keep the stationary stream more rows of the same fold: one fold of
+// T = 4 x 512 rows in four moving tiles costs one fill. SCALE-Sim's Total Cycles for F folds is
+// F (2R + C + T - 2) - 1 (the last output's cycle index + 1; checked against SCALE-Sim 3.0.0 by
+// tests/python/test_scalesim_parity.py), so TensorE's cycle count for this fold is 2R + C + T - 3.
+TEST(CostModelRules, ScaleSimModeStreamsAFoldOnceAndMatchesScaleSimCount) {
+  auto dev = timing_device("trn1", {"tensor.timing_mode=scalesim"});
+  const double R = 128, C = 128, T = 4 * 512;
+  dev->run(0, repeat(*dev, kernels::kTensor, {matmul(DType::kBf16, 128, 512, 0)}, 4));
+  EXPECT_EQ(dev->stats().value("nc0.tensor.busy_cycles"), 2 * R + C + T - 3);
 }
 
 // ---- DMA ----
@@ -553,6 +597,48 @@ TEST(CostModelRules, DmaSmallPartitionsAreOverheadBoundLargeOnesSaturateTrn2) {
   }
   // Large transfers amortise even the launch latency.
   EXPECT_GT(per_engine_bytes_per_ns(*dev, 65536, true), 0.85 * peak);
+}
+
+// A tensor stored transposed relative to its SBUF tile: int32 [512 rows, 128] in HBM loaded as
+// [128 partitions, 512] (the HBM tensor's contiguous dim becomes the partition dim), one element
+// per contiguous run.
+Instruction transposed_int32_load() {
+  AccessPattern src = isa::hbm_rows(DType::kInt32, 0, 128, 512, 1);
+  src.dims[0].stride = 128;
+  return isa::dma_copy(isa::sbuf_tile(DType::kInt32, 128, 0, 512), src);
+}
+
+// ARCH-v3 "DMA Transpose": Trainium2 DMA engines transpose 2- and 4-byte data from HBM into
+// SBUF "up to 90% DMA throughput utilization", the 16 engines cooperating: the data phase is the
+// packets of the moved bytes plus the bytes at 90% of 16 x 27.2 GB/s, not a descriptor per element.
+TEST(CostModelRules, DmaTransposeMovesInt32At90PercentOnTrn2) {
+  auto dev = timing_device("trn2");
+  const auto& d = dev->params().core.dma;
+  const double bytes = 128.0 * 512 * 4;
+  const double packets_per_engine = std::ceil(bytes / d.packet_bytes / d.engines);
+  const double rule_ns = packets_per_engine * d.descriptor_overhead_ns +
+                         bytes / (d.engines * d.engine_bandwidth_bytes_per_s * 0.9) * 1e9;
+  EXPECT_WITHIN_5PCT(dma_slice_ns(*dev, transposed_int32_load()), rule_ns);
+}
+
+// NC-v2 has no DMA transpose (it came with Trainium2, ARCH-v3): the transfer's descriptors carry
+// its stride pattern (nki-dge.rst), one per partition row, and each element is one access of
+// dma.strided_access_bytes (assumption: a 64-byte burst). Far faster than a descriptor per
+// element, far slower than a contiguous load (PERF Opt #10: "much lower DMA bandwidth").
+TEST(CostModelRules, DmaStridedDescriptorsMoveTransposedInt32OnTrn1) {
+  auto dev = timing_device("trn1");
+  const auto& d = dev->params().core.dma;
+  const double elements = 128.0 * 512, access = d.strided_access_bytes;
+  const double packets_per_engine =
+      std::ceil(128.0 * std::ceil(512 * access / d.packet_bytes) / d.engines);
+  // Each element moves 4 bytes through the engines but `access` bytes through HBM, which binds.
+  const double rate = std::min(d.engines * d.engine_bandwidth_bytes_per_s * 4 / access,
+                               dev->params().hbm.bandwidth_bytes_per_s * 4 / access);
+  const double rule_ns = packets_per_engine * d.descriptor_overhead_ns + elements * 4 / rate * 1e9;
+  const double measured = dma_slice_ns(*dev, transposed_int32_load());
+  EXPECT_WITHIN_5PCT(measured, rule_ns);
+  const double per_element_descriptors_ns = elements / d.engines * d.descriptor_overhead_ns;
+  EXPECT_LT(measured * 5, per_element_descriptors_ns);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
-// ncsim scalesim: the inputs SCALE-Sim v2 needs to simulate a GEMM on the preset's PE array
-// (topology CSV, config INI), and what neuronsim predicts for the same GEMM in both TensorE
-// timing modes, so the two simulators can be compared (HARDWARE.md section 7).
+// ncsim scalesim: a GEMM in SCALE-Sim's terms (M x K times K x N, weight stationary on the
+// preset's PE array). Writes the topology, config and layout files SCALE-Sim 3 needs, then runs
+// the GEMM in SCALE-Sim's dataflow (kernels/gemm_ws.h) through the device model with
+// tensor.timing_mode=scalesim and prints TensorE's simulated cycle count next to SCALE-Sim's
+// fold formula, so SCALE-Sim's own "Total Cycles" can be compared with both (HARDWARE.md 7).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -9,7 +11,10 @@
 
 #include "commands.h"
 #include "neuronsim/device/config.h"
+#include "neuronsim/device/device.h"
+#include "neuronsim/device/errors.h"
 #include "neuronsim/device/params.h"
+#include "neuronsim/kernels/gemm_ws.h"
 
 namespace ncsim {
 
@@ -17,57 +22,87 @@ using namespace neuronsim;
 
 void add_scalesim_command(CLI::App& app) {
   struct Args {
-    std::string preset = "trn1", out = "out/scalesim";
+    std::string preset = "trn1", out = "out/scalesim", dtype = "bf16";
+    std::vector<std::string> overrides;
     uint32_t m = 1024, k = 1024, n = 1024;
   };
   auto a = std::make_shared<Args>();
-  auto* cmd = app.add_subcommand("scalesim", "export a GEMM for SCALE-Sim v2 and compare cycles");
+  auto* cmd = app.add_subcommand(
+      "scalesim", "run a GEMM in SCALE-Sim's weight-stationary mode and export it for SCALE-Sim");
   cmd->add_option("--preset", a->preset)->capture_default_str();
-  cmd->add_option("--m", a->m, "rows of A (SCALE-Sim M: streamed rows)")->capture_default_str();
-  cmd->add_option("--k", a->k, "contraction (SCALE-Sim K)")->capture_default_str();
-  cmd->add_option("--n", a->n, "columns of B (SCALE-Sim N: filters)")->capture_default_str();
-  cmd->add_option("-o,--out", a->out, "directory for topology.csv and scalesim.cfg")
+  cmd->add_option("--set", a->overrides, "override a preset parameter (key=value)");
+  cmd->add_option("--m", a->m, "SCALE-Sim M: rows of A and C, streamed through the array")
+      ->capture_default_str();
+  cmd->add_option("--n", a->n, "SCALE-Sim N: columns of B and C (filters, the stationary side)")
+      ->capture_default_str();
+  cmd->add_option("--k", a->k, "SCALE-Sim K: the contraction")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "input and output dtype")->capture_default_str();
+  cmd->add_option("-o,--out", a->out, "directory for topology.csv, scalesim.cfg, layout.csv")
       ->capture_default_str();
   cmd->callback([a] {
-    const auto chip = device::parse_chip_params(device::Config::load(a->preset));
-    const auto& t = chip.core.tensor;
+    device::Config config = device::Config::load(a->preset);
+    config.apply_overrides(a->overrides);
+    config.apply_overrides({"tensor.timing_mode=scalesim"});
+    const auto dtype = device::parse_dtype(a->dtype);
+    if (!dtype) throw device::Error("unknown dtype '" + a->dtype + "'");
+    device::DeviceOptions opts;
+    opts.cores = 1;
+    opts.mode = device::ExecMode::kTiming;
+    device::Device dev(config, opts);
+    const auto& t = dev.params().core.tensor;
+
+    // SCALE-Sim 3.0.0 needs, even for a GEMM, a [layout] and a [sparsity] section and a layout
+    // file (its values unused with custom layouts off); its topology rows end in ','.
     std::filesystem::create_directories(a->out);
-    // neuronsim's GEMM: C[m, n] = A[m, k] B[k, n] with A^T stationary (m on the PE columns) and
-    // B moving (n streamed). In SCALE-Sim's names (HARDWARE.md 7): K = k, N (filters) = m,
-    // M (streamed rows) = n. Topology: "Layer Name, M, N, K," with a header, rows ending in ','.
     std::ofstream(a->out + "/topology.csv") << "Layer Name, M, N, K,\n"
-                                            << fmt::format("gemm, {}, {}, {},\n", a->n, a->m, a->k);
-    const uint64_t sram_kb =
-        uint64_t{chip.core.sbuf.partitions} * chip.core.sbuf.partition_bytes / 3 / 1024;
+                                            << fmt::format("gemm, {}, {}, {},\n", a->m, a->n, a->k);
+    const auto& core = dev.params().core;
+    const uint64_t sram_kb = uint64_t{core.sbuf.partitions} * core.sbuf.partition_bytes / 3 / 1024;
     std::ofstream(a->out + "/scalesim.cfg") << fmt::format(
         "[general]\nrun_name = neuronsim_{}\n\n[architecture_presets]\nArrayHeight : {}\n"
         "ArrayWidth : {}\nIfmapSramSzkB : {}\nFilterSramSzkB : {}\nOfmapSramSzkB : {}\n"
         "IfmapOffset : 0\nFilterOffset : 10000000\nOfmapOffset : 20000000\nBandwidth : 10\n"
-        "Dataflow : ws\nMemoryBanks : 1\n\n[run_presets]\nInterfaceBandwidth : CALC\n",
+        "Dataflow : ws\nMemoryBanks : 1\nReadRequestBuffer : 32\nWriteRequestBuffer : 32\n\n"
+        "[layout]\nIfmapCustomLayout : False\nFilterCustomLayout : False\n"
+        "IfmapSRAMBankBandwidth : 10\nIfmapSRAMBankNum : 10\nIfmapSRAMBankPort : 2\n"
+        "FilterSRAMBankBandwidth : 10\nFilterSRAMBankNum : 10\nFilterSRAMBankPort : 2\n\n"
+        "[run_presets]\nInterfaceBandwidth : CALC\nUseRamulatorTrace : False\n\n"
+        "[sparsity]\nSparsitySupport : false\nSparseRep : ellpack_block\n"
+        "OptimizedMapping : false\nBlockSize : 8\nRandomNumberGeneratorSeed : 40\n",
         a->preset, t.rows, t.columns, sram_kb, sram_kb,
-        uint64_t{chip.core.psum.partitions} * chip.core.psum.partition_bytes / 1024);
+        uint64_t{core.psum.partitions} * core.psum.partition_bytes / 1024);
+    std::ofstream(a->out + "/layout.csv")
+        << "Layer name, a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p, q, r, s,\n"
+        << "gemm, 1, 1, 1, 1, 1, 1, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 3,\n";
+
+    kernels::GemmSpec g;
+    g.m = a->m, g.k = a->k, g.n = a->n;
+    g.in_dtype = g.out_dtype = *dtype;
+    const uint64_t es = device::dtype_size(*dtype);
+    auto align = [](uint64_t x) { return (x + 4095) / 4096 * 4096; };
+    kernels::GemmAddresses ad;
+    ad.b = align(uint64_t{g.k} * g.m * es);
+    ad.c = ad.b + align(uint64_t{g.k} * g.n * es);
+    const device::Program program = kernels::build_gemm_weight_stationary(g, ad, core);
+    const auto run = dev.run(0, program);
+    const uint64_t cycles = static_cast<uint64_t>(dev.stats().value("nc0.tensor.busy_cycles"));
+
     const uint64_t row_folds = (a->k + t.rows - 1) / t.rows,
-                   col_folds = (a->m + t.columns - 1) / t.columns;
-    const double folds = static_cast<double>(row_folds * col_folds);
-    // SCALE-Sim streams all n rows through each fold once.
-    const double scalesim = folds * (2.0 * t.rows + t.columns + a->n - 2.0);
-    // neuronsim issues one matmul per fold and moving tile of <= moving_free_max columns.
-    double neuroncore = 0, scalesim_mode = 0;
-    for (uint64_t n0 = 0; n0 < a->n; n0 += t.moving_free_max) {
-      const double nw = std::min<double>(t.moving_free_max, a->n - n0);
-      neuroncore += folds * std::max(std::min<double>(t.mm_min_ii_cycles, t.columns), nw);
-      scalesim_mode += folds * (2.0 * t.rows + t.columns + nw - 2.0);
-    }
+                   col_folds = (a->n + t.columns - 1) / t.columns;
+    const uint64_t formula = row_folds * col_folds * (2ull * t.rows + t.columns + a->m - 2) - 1;
     std::cout << fmt::format(
-        "wrote {0}/topology.csv and {0}/scalesim.cfg ({1}x{2} PE array, weight stationary)\n"
-        "GEMM m={3} k={4} n={5} (SCALE-Sim M={5} N={3} K={4}): {6} x {7} folds\n"
-        "  SCALE-Sim v2 WS, sum over folds of 2R + C + T - 2:        {8:.0f} TensorE cycles\n"
-        "  neuronsim tensor.timing_mode=scalesim (per {9}-wide tile): {10:.0f} TensorE cycles\n"
-        "  neuronsim tensor.timing_mode=neuroncore (pipelined MM):    {11:.0f} TensorE cycles\n"
-        "Compare with SCALE-Sim's COMPUTE_REPORT.csv 'Total Cycles' after\n"
-        "  scale-sim -c {0}/scalesim.cfg -t {0}/topology.csv\n",
-        a->out, t.rows, t.columns, a->m, a->k, a->n, row_folds, col_folds, scalesim,
-        t.moving_free_max, scalesim_mode, neuroncore);
+        "wrote {0}/topology.csv, {0}/scalesim.cfg, {0}/layout.csv ({1}x{2} PE array, weight "
+        "stationary)\n"
+        "GEMM M={3} N={4} K={5} (C[M, N] = A[M, K] B[K, N]; B stationary, A's M rows "
+        "streamed): {6} x {7} folds\n"
+        "  simulated, tensor.timing_mode=scalesim:       {8} TensorE cycles ({9}: {10} "
+        "instructions, {11:.3f} us)\n"
+        "  SCALE-Sim WS, folds x (2R + C + M - 2) - 1:    {12} cycles\n"
+        "Compare with SCALE-Sim 3.0.0's COMPUTE_REPORT.csv 'Total Cycles' after\n"
+        "  python -m scalesim.scale -c {0}/scalesim.cfg -t {0}/topology.csv -l {0}/layout.csv "
+        "-p {0}/run -i gemm\n",
+        a->out, t.rows, t.columns, a->m, a->n, a->k, row_folds, col_folds, cycles, program.name,
+        program.instruction_count(), run.duration().us(), formula);
   });
 }
 

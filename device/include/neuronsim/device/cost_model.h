@@ -18,12 +18,17 @@ struct ComputeCost {
   double flops = 0;
 };
 
-/// One per compute engine kind. `new_stationary` tells TensorE whether the stationary operand
-/// must be loaded (the engine tracks what it holds).
+/// What TensorE holds when an instruction issues (the engine tracks it).
+struct StationaryState {
+  bool load = false;   // the stationary operand must be loaded: a new fold
+  bool first = false;  // ... the first one since the program started
+};
+
+/// One per compute engine kind.
 class ComputeCostModel {
  public:
   virtual ~ComputeCostModel() = default;
-  virtual ComputeCost cost(const Instruction& inst, bool new_stationary) const = 0;
+  virtual ComputeCost cost(const Instruction& inst, StationaryState stationary) const = 0;
 };
 
 std::unique_ptr<ComputeCostModel> make_cost_model(EngineKind engine, const CoreParams& core);
@@ -37,6 +42,7 @@ struct DmaTransferShape {
   uint64_t packets = 1;           // descriptors cut into dma.packet_bytes pieces
   double cap_bytes_per_s = 0;     // engines x per-engine bandwidth
   double descriptor_time_ns = 0;  // packet processing on the busiest engine
+  bool transpose = false;         // moved by a DMA transpose (element-granular, into SBUF)
   bool touches_hbm() const { return hbm_bytes > 0; }
 };
 

@@ -64,6 +64,12 @@ struct DmaParams {
   uint32_t packet_bytes;          // dma.packet_bytes: descriptors are processed in packets
   double descriptor_overhead_ns;  // per packet
   double launch_latency_ns;
+  // Element-granular transfers (a tensor stored transposed): DMA transpose into SBUF at this
+  // fraction of the engines' rate (0: not supported), else strided descriptors, one per
+  // partition row, each element costing one access of strided_access_bytes.
+  double transpose_efficiency_hbm;   // dma.transpose_efficiency_hbm (HBM -> SBUF)
+  double transpose_efficiency_sbuf;  // dma.transpose_efficiency_sbuf (SBUF -> SBUF)
+  uint32_t strided_access_bytes;     // dma.strided_access_bytes
 };
 
 struct HbmParams {

@@ -57,12 +57,27 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
               " segment ", segment, " takes ", seg.values.size(), " tensors, got ", tensors.size());
   std::vector<uint64_t> address(g.values().size(), kernels::graph::kNoAddress);
   std::optional<c10::Device> device;
+  for (const at::Tensor& t : tensors) {
+    if (t.defined() && t.device().is_privateuseone()) {
+      device = t.device();
+      break;
+    }
+  }
+  if (!device) device = c10::Device(c10::DeviceType::PrivateUse1, current_device());
+  // One-element CPU tensors the programs read (an optimizer's step count) travel with the
+  // launch, like kernel arguments: staged into device memory here.
+  std::vector<at::Tensor> staged;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const at::Tensor& t = tensors[i];
+    at::Tensor t = tensors[i];
     const auto& value = g.value(seg.values[i]);
+    if (t.defined() && !t.device().is_privateuseone() && value.meta.host_scalar()) {
+      at::Tensor d = at::empty_strided(t.sizes(), t.strides(), t.options().device(*device));
+      cpu_view(d).copy_(t);
+      staged.push_back(d);
+      t = d;
+    }
     TORCH_CHECK(t.defined() && t.device().is_privateuseone(), "neuronsim: compiled graph ",
                 cg_.name, ": ", value.name, " is not a neuron tensor");
-    if (!device) device = t.device();
     TORCH_CHECK(t.device() == *device, "neuronsim: compiled graph ", cg_.name,
                 " mixes NeuronCores (", *device, " and ", t.device(), ")");
     // Programs were built for the traced layouts; a tensor laid out otherwise (a kernel whose
@@ -79,7 +94,6 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
     address[static_cast<size_t>(seg.values[i])] =
         with_runtime([&](runtime::Runtime& r) { return r.hbm_address(t.data_ptr()); });
   }
-  if (!device) device = c10::Device(c10::DeviceType::PrivateUse1, current_device());
 
   kernels::graph::LinkedProgram spliced;
   kernels::graph::LinkedProgram* program = &seg.linked;

@@ -1,8 +1,6 @@
 #include "neuronsim/kernels/graph/fusion.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <queue>
 #include <set>
@@ -44,7 +42,9 @@ class Partitioner {
       const int oi = static_cast<int>(i);
       switch (op.kind) {
         case Op::Kind::kOpaque: {
-          const bool device = g_.graph.nodes().at(static_cast<size_t>(op.node)).device_kernel;
+          const Node& node = g_.graph.nodes().at(static_cast<size_t>(op.node));
+          if (cpu_only(node)) break;  // host work on CPU tensors: no program, no sync
+          const bool device = node.device_kernel;
           new_region(device ? Region::Kind::kEager : Region::Kind::kHost, oi, segment);
           if (!device) ++segment;
           break;
@@ -64,9 +64,13 @@ class Partitioner {
         case Op::Kind::kPointwise:
         case Op::Kind::kReduce: {
           bool joined = false;
-          for (int r : candidates(op)) {
+          const std::vector<int> cands = candidates(op);
+          for (int r : cands) {
             if (regions_[static_cast<size_t>(r)].segment == segment && try_join(r, oi)) {
               joined = true;
+              for (int h : cands) {
+                if (h != r) try_merge(r, h);
+              }
               break;
             }
           }
@@ -96,6 +100,26 @@ class Partitioner {
     deps_.emplace_back();
     add_deps(id, op);
     return id;
+  }
+
+  // An op on CPU tensors only (an optimizer's step arithmetic).
+  bool cpu_only(const Node& n) const {
+    bool any = false;
+    auto check = [&](int v) {
+      if (v < 0) return true;
+      any = true;
+      return !g_.graph.value(v).meta.on_device;
+    };
+    for (int v : n.outputs) {
+      if (!check(v)) return false;
+    }
+    for (const auto& [name, a] : n.args) {
+      if (a.kind == Arg::Kind::kTensor && !check(a.value)) return false;
+      for (int v : a.values) {
+        if (!check(v)) return false;
+      }
+    }
+    return any;
   }
 
   // The op producing the memory `v` lives in (through views outside any region).
@@ -197,20 +221,62 @@ class Partitioner {
     std::vector<int> ops = g.ops;
     ops.push_back(op);
     std::string why;
-    if (!feasible(ops, &why)) {
-      if (getenv("NEURONSIM_FUSION_DEBUG"))
-        fprintf(stderr, "join %d op %d: %s\n", r, op, why.c_str());
-      return false;
-    }
+    if (!feasible(ops, &why)) return false;
     g.ops = std::move(ops);
     region_of_[static_cast<size_t>(op)] = r;
     add_deps(r, op);
     return true;
   }
 
+  // Merges region h (one whose results region r reads) into r, when they fit one program and
+  // no third region sits between them: a producer's values then stay on chip.
+  bool try_merge(int r, int h) {
+    Region& g = regions_[static_cast<size_t>(r)];
+    Region& x = regions_[static_cast<size_t>(h)];
+    if (x.ops.empty() || !compute_region(x) || x.segment != g.segment ||
+        g.ops.size() + x.ops.size() > opt_.max_ops_per_region) {
+      return false;
+    }
+    for (int k = 0; k < static_cast<int>(regions_.size()); ++k) {
+      if (k == r || k == h || regions_[static_cast<size_t>(k)].ops.empty()) continue;
+      if (reaches(r, k) && reaches(k, h)) return false;  // r -> k -> h: a cycle once merged
+    }
+    std::vector<int> ops = g.ops;
+    ops.insert(ops.end(), x.ops.begin(), x.ops.end());
+    std::sort(ops.begin(), ops.end());
+    std::string why;
+    if (!feasible(ops, &why)) return false;
+    g.ops = std::move(ops);
+    for (int o : x.ops) region_of_[static_cast<size_t>(o)] = r;
+    x.ops.clear();
+    for (int d : deps_[static_cast<size_t>(h)]) {
+      if (d != r) deps_[static_cast<size_t>(r)].insert(d);
+    }
+    deps_[static_cast<size_t>(r)].erase(h);
+    deps_[static_cast<size_t>(h)].clear();
+    for (auto& d : deps_) {
+      if (d.erase(h)) d.insert(r);
+    }
+    for (auto& d : deps_) d.erase(-1);
+    deps_[static_cast<size_t>(r)].erase(r);
+    return true;
+  }
+
   Partition finish(int segments) {
     Partition p;
     p.segments = segments;
+    // Regions merged into others are gone: renumber the rest.
+    {
+      std::vector<int> id(regions_.size(), -1);
+      std::vector<Region> kept;
+      for (size_t r = 0; r < regions_.size(); ++r) {
+        if (regions_[r].ops.empty()) continue;
+        id[r] = static_cast<int>(kept.size());
+        kept.push_back(std::move(regions_[r]));
+      }
+      regions_ = std::move(kept);
+      for (int& r : region_of_) r = r < 0 ? -1 : id[static_cast<size_t>(r)];
+    }
     const size_t nv = g_.graph.values().size();
     // Final dependencies and what leaves each region.
     std::vector<std::set<int>> deps(regions_.size());

@@ -14,8 +14,13 @@ uint64_t TensorMeta::numel() const {
 }
 
 bool TensorMeta::fusable() const {
-  return on_device && (type_name == "float32" || type_name == "bfloat16" ||
-                       type_name == "float16" || type_name == "bool");
+  const bool kind = type_name == "float32" || type_name == "bfloat16" || type_name == "float16" ||
+                    type_name == "bool";
+  return kind && (on_device || host_scalar());
+}
+
+bool TensorMeta::host_scalar() const {
+  return !on_device && numel() == 1;
 }
 
 std::string TensorMeta::to_string() const {

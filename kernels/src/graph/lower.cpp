@@ -401,8 +401,27 @@ void foreach_rule(Lowerer& l,
     if (i >= n.outputs.size() || n.outputs[i] < 0) continue;  // an unused result
     l.begin();
     std::vector<kernels::Arg> more;
-    for (const auto& name : extra) {
-      const Arg& a = n.arg(name);
+    for (const auto& spec : extra) {
+      // "a|b" names alternatives (the overloads name their operand differently), "x=1" a
+      // default for an argument only some overloads have.
+      const Arg* found = nullptr;
+      std::string rest = spec, fallback;
+      if (auto eq = rest.find('='); eq != std::string::npos) {
+        fallback = rest.substr(eq + 1);
+        rest = rest.substr(0, eq);
+      }
+      for (size_t b = 0; !found;) {
+        const size_t e = rest.find('|', b);
+        found = n.find(rest.substr(b, e == std::string::npos ? std::string::npos : e - b));
+        if (e == std::string::npos) break;
+        b = e + 1;
+      }
+      if (!found || found->is_none()) {
+        if (fallback.empty()) throw NotLowered(spec + " is missing");
+        more.push_back(kernels::Arg::constant(std::stof(fallback)));
+        continue;
+      }
+      const Arg& a = *found;
       switch (a.kind) {
         case Arg::Kind::kTensors:
           more.push_back(l.value(a.values.at(i)));
@@ -643,54 +662,46 @@ std::unordered_map<std::string, Rule> make_rules() {
   }
   // _foreach ops (optimizers): one pointwise op per list element.
   using Fn = std::function<K(Expr&, K, const std::vector<K>&)>;
-  auto foreach = [&](const char* name, std::vector<std::string> extra, Fn fn) {
+  auto per_tensor = [&](const char* name, std::vector<std::string> extra, Fn fn) {
     r[name] = [extra, fn](Lowerer& l) { foreach_rule(l, fn, extra); };
   };
-  foreach ("aten::_foreach_add", {"other", "alpha"}, [](Expr& e, K x, const std::vector<K>& m) {
-    return e.alu(AluOp::kAdd, x, e.alu(AluOp::kMultiply, m[0], m[1]));
-  })
-    ;
-  foreach ("aten::_foreach_sub", {"other", "alpha"}, [](Expr& e, K x, const std::vector<K>& m) {
-    return e.alu(AluOp::kSubtract, x, e.alu(AluOp::kMultiply, m[0], m[1]));
-  })
-    ;
-  foreach ("aten::_foreach_mul", {"other"},
-           [](Expr& e, K x, const std::vector<K>& m) { return e.alu(AluOp::kMultiply, x, m[0]); })
-    ;
-  foreach ("aten::_foreach_div", {"other"},
-           [](Expr& e, K x, const std::vector<K>& m) { return e.alu(AluOp::kDivide, x, m[0]); })
-    ;
-  foreach ("aten::_foreach_maximum", {"other"},
-           [](Expr& e, K x, const std::vector<K>& m) { return e.alu(AluOp::kMax, x, m[0]); })
-    ;
-  foreach ("aten::_foreach_sqrt", {},
-           [](Expr& e, K x, const std::vector<K>&) { return e.act(ActFunc::kSqrt, x); })
-    ;
-  foreach ("aten::_foreach_neg", {}, [](Expr& e, K x, const std::vector<K>&) {
+  per_tensor("aten::_foreach_add", {"other|scalar|scalars", "alpha=1"},
+             [](Expr& e, K x, const std::vector<K>& m) {
+               return e.alu(AluOp::kAdd, x, e.alu(AluOp::kMultiply, m[0], m[1]));
+             });
+  per_tensor("aten::_foreach_sub", {"other|scalar|scalars", "alpha=1"},
+             [](Expr& e, K x, const std::vector<K>& m) {
+               return e.alu(AluOp::kSubtract, x, e.alu(AluOp::kMultiply, m[0], m[1]));
+             });
+  per_tensor(
+      "aten::_foreach_mul", {"other|scalar|scalars"},
+      [](Expr& e, K x, const std::vector<K>& m) { return e.alu(AluOp::kMultiply, x, m[0]); });
+  per_tensor("aten::_foreach_div", {"other|scalar|scalars"},
+             [](Expr& e, K x, const std::vector<K>& m) { return e.alu(AluOp::kDivide, x, m[0]); });
+  per_tensor("aten::_foreach_maximum", {"other|scalar|scalars"},
+             [](Expr& e, K x, const std::vector<K>& m) { return e.alu(AluOp::kMax, x, m[0]); });
+  per_tensor("aten::_foreach_sqrt", {},
+             [](Expr& e, K x, const std::vector<K>&) { return e.act(ActFunc::kSqrt, x); });
+  per_tensor("aten::_foreach_neg", {}, [](Expr& e, K x, const std::vector<K>&) {
     return e.alu(AluOp::kMultiply, x, K::constant(-1));
-  })
-    ;
-  foreach ("aten::_foreach_reciprocal", {},
-           [](Expr& e, K x, const std::vector<K>&) { return e.act(ActFunc::kReciprocal, x); })
-    ;
-  foreach ("aten::_foreach_addcmul", {"tensor1", "tensor2", "value"},
-           [](Expr& e, K x, const std::vector<K>& m) {
-             return e.alu(AluOp::kAdd, x,
-                          e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, m[0], m[1]), m[2]));
-           })
-    ;
-  foreach ("aten::_foreach_addcdiv", {"tensor1", "tensor2", "value"},
-           [](Expr& e, K x, const std::vector<K>& m) {
-             return e.alu(AluOp::kAdd, x,
-                          e.alu(AluOp::kMultiply, e.alu(AluOp::kDivide, m[0], m[1]), m[2]));
-           })
-    ;
-  foreach ("aten::_foreach_lerp", {"tensors1", "weight"},
-           [](Expr& e, K x, const std::vector<K>& m) {
-             return e.alu(AluOp::kAdd, x,
-                          e.alu(AluOp::kMultiply, m[1], e.alu(AluOp::kSubtract, m[0], x)));
-           })
-    ;
+  });
+  per_tensor("aten::_foreach_reciprocal", {},
+             [](Expr& e, K x, const std::vector<K>&) { return e.act(ActFunc::kReciprocal, x); });
+  per_tensor("aten::_foreach_addcmul", {"tensor1", "tensor2", "value|scalars"},
+             [](Expr& e, K x, const std::vector<K>& m) {
+               return e.alu(AluOp::kAdd, x,
+                            e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, m[0], m[1]), m[2]));
+             });
+  per_tensor("aten::_foreach_addcdiv", {"tensor1", "tensor2", "value|scalars"},
+             [](Expr& e, K x, const std::vector<K>& m) {
+               return e.alu(AluOp::kAdd, x,
+                            e.alu(AluOp::kMultiply, e.alu(AluOp::kDivide, m[0], m[1]), m[2]));
+             });
+  per_tensor("aten::_foreach_lerp", {"tensors1", "weight|weights"},
+             [](Expr& e, K x, const std::vector<K>& m) {
+               return e.alu(AluOp::kAdd, x,
+                            e.alu(AluOp::kMultiply, m[1], e.alu(AluOp::kSubtract, m[0], x)));
+             });
   return r;
 }
 

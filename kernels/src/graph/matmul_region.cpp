@@ -87,9 +87,21 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
   const uint64_t used = b.alloc_sbuf(0);
   const uint64_t avail = core.sbuf.partition_bytes > used ? core.sbuf.partition_bytes - used : 0;
   const uint64_t a_tile = uint64_t{KT} * MT * esA, b_tile = uint64_t{KT} * ncols * esB;
+  // Batched products keep two sets of the resident operand, so the next batch's loads and
+  // transposes overlap this batch's matmuls.
+  int64_t batches = 1;
+  for (int64_t s : spec.batch) batches *= s;
+  uint32_t sets = 1;
   enum class Plan { kAResident, kBResident, kStream } plan;
-  if (uint64_t{m_tiles} * a_tile + 2 * b_tile <= avail) {
+  const uint32_t want = batches > 1 ? 2 : 1;
+  if (want * uint64_t{m_tiles} * a_tile + 2 * b_tile <= avail) {
     plan = Plan::kAResident;
+    sets = want;
+  } else if (uint64_t{m_tiles} * a_tile + 2 * b_tile <= avail) {
+    plan = Plan::kAResident;
+  } else if (want * uint64_t{n_tiles} * b_tile + 2 * a_tile <= avail) {
+    plan = Plan::kBResident;
+    sets = want;
   } else if (uint64_t{n_tiles} * b_tile + 2 * a_tile <= avail) {
     plan = Plan::kBResident;
   } else if (2 * a_tile + 2 * b_tile <= avail) {
@@ -98,8 +110,8 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     throw std::length_error(
         fmt::format("{}: contraction {} too large for the SBUF tiling", spec.name, K));
   }
-  const uint32_t a_slots = plan == Plan::kAResident ? m_tiles : 2;
-  const uint32_t b_slots = plan == Plan::kBResident ? n_tiles : 2;
+  const uint32_t a_slots = plan == Plan::kAResident ? sets * m_tiles : 2;
+  const uint32_t b_slots = plan == Plan::kBResident ? sets * n_tiles : 2;
   const uint64_t a_off = b.alloc_sbuf(a_slots * a_tile);
   const uint64_t b_off = b.alloc_sbuf(b_slots * b_tile);
   std::vector<Buffer> a_buf(a_slots), b_buf(b_slots);
@@ -187,6 +199,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     }
   };
   const std::vector<int64_t>& ep_shape = spec.epilogue.shape;
+  std::vector<std::pair<TileEmitter::Tile, uint32_t>> pending;
   auto product_tile = [&](const std::vector<int64_t>& bidx, uint32_t mi, uint32_t ni,
                           uint32_t a_slot, uint32_t b_slot) {
     const int64_t m0 = int64_t{mi} * MT, n0 = int64_t{ni} * NT;
@@ -211,7 +224,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     t.first = tile_count == 0;
     t.acc = acc;
     t.acc_buf = acc_buf[ab];
-    t.operand_ap = [&](int k, uint32_t count) {
+    t.operand_ap = [&spec, &ep_shape, bidx, m0, n0, mw](int k, uint32_t count) {
       const TileOperand& op = spec.epilogue.operands.at(static_cast<size_t>(k));
       const size_t nd = ep_shape.size();
       int64_t off = m0 * op.strides[nd - 2] + n0 * op.strides[nd - 1];
@@ -227,21 +240,28 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
       ap.dims[0] = {op.strides[nd - 1], count};
       return ap;
     };
-    ep.tile(t, ni);
+    // Epilogues go out in pairs, interleaved (each on its own accumulator bank and slot).
+    pending.emplace_back(std::move(t), ni);
+    if (pending.size() == 2) {
+      ep.tiles(pending);
+      pending.clear();
+    }
     ++tile_count;
   };
 
   ep.prologue();
   std::vector<int64_t> bidx(spec.batch.size(), 0);
-  uint64_t a_stream = 0, b_stream = 0;
+  uint64_t a_stream = 0, b_stream = 0, batch = 0;
   while (true) {
+    const uint32_t set = static_cast<uint32_t>(batch++ % sets);
     if (plan == Plan::kAResident) {
       for (uint32_t ni = 0; ni < n_tiles; ++ni) {
         const uint32_t bs = static_cast<uint32_t>(b_stream++ % 2);
         load_b(bidx, ni, bs);
         for (uint32_t mi = 0; mi < m_tiles; ++mi) {
-          if (ni == 0) load_a(bidx, mi, mi);
-          product_tile(bidx, mi, ni, mi, bs);
+          const uint32_t as = set * m_tiles + mi;
+          if (ni == 0) load_a(bidx, mi, as);
+          product_tile(bidx, mi, ni, as, bs);
         }
       }
     } else {
@@ -249,9 +269,9 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
         const uint32_t as = static_cast<uint32_t>(a_stream++ % 2);
         load_a(bidx, mi, as);
         for (uint32_t ni = 0; ni < n_tiles; ++ni) {
-          uint32_t bs = ni;
+          uint32_t bs = set * n_tiles + ni;
           if (plan == Plan::kBResident) {
-            if (mi == 0) load_b(bidx, ni, ni);
+            if (mi == 0) load_b(bidx, ni, bs);
           } else {
             bs = static_cast<uint32_t>(b_stream++ % 2);
             load_b(bidx, ni, bs);
@@ -264,6 +284,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     while (d > 0 && ++bidx[d - 1] == spec.batch[d - 1]) bidx[--d] = 0;
     if (d == 0) break;
   }
+  if (!pending.empty()) ep.tiles(pending);
   ep.epilogue([](int, uint32_t) -> AccessPattern {
     throw std::invalid_argument("matmul epilogues do not reduce over rows");
   });

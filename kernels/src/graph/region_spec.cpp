@@ -145,7 +145,10 @@ class SpecBuilder {
     if (full) return Space::kFull;
     if (row) return Space::kRow;
     if (col) return Space::kCol;
-    return Space::kFull;  // a general broadcast: loaded as full tiles (memory only)
+    // A general broadcast from memory: constant along the columns, it loads one value per row
+    // (read with stride 0); otherwise as full tiles.
+    if (ls[nd - 1] == 0) return Space::kRow;
+    return Space::kFull;
   }
   bool exact_space(const std::vector<int64_t>& ls, Space s) const {
     const size_t nd = S_.size();
@@ -383,8 +386,13 @@ class SpecBuilder {
       maybe_store(out);
       return;
     }
-    if (meta(out).numel() < meta(in).numel()) fail("a slicing view inside a region");
-    // expand: a broadcasting copy.
+    // expand (its strides are the input's, broadcast): a broadcasting copy. Other views
+    // (permutes, slices) reorder or drop elements: they read what the region stores.
+    const auto bs = broadcast(meta(in).sizes, meta(in).strides, meta(out).sizes);
+    if (!bs || !same_strides(meta(out).sizes, *bs, meta(out).strides) ||
+        meta(in).storage_offset != meta(out).storage_offset) {
+      fail("a view that is neither a reshape nor an expand inside a region");
+    }
     const std::vector<int64_t> o = shape_of(out);
     const Space k = numel_of(o) == numel_of(S_) ? Space::kFull : Space::kRow;
     if (k == Space::kRow && numel_of(o) != R_) fail("expand outside the tile space");

@@ -21,6 +21,7 @@ import torch
 import torch.fx
 
 from neuronsim.compiler import stats
+from neuronsim.compiler.const_fold import fold_constants
 from neuronsim.compiler.fx_graph import UnsupportedGraph, describe
 from neuronsim.compiler.runner import Variant
 
@@ -107,6 +108,7 @@ class CompiledGraph:
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, kind: str):
         _counter[kind] += 1
+        self.folded = fold_constants(gm)
         self.gm = gm
         self.kind = kind
         self.name = f"{_PREFIX[kind]}{_counter[kind] - 1}"

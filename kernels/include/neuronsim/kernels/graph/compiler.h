@@ -20,6 +20,7 @@ enum class NodeClass {
   kView,   // metadata only
   kEager,  // the eager backend's device kernel, inside the launch
   kHost,   // on the host CPU, between launches
+  kCpu,    // on CPU tensors only: host work that needs no device
 };
 const char* node_class_name(NodeClass c);
 

@@ -27,6 +27,9 @@ struct TensorMeta {
   /// Floating point or bool: what fused programs compute (in fp32 on the engines). Integer data
   /// needs exact 32/64-bit arithmetic and runs with the library's kernels instead.
   bool fusable() const;
+  /// A one-element CPU tensor (an optimizer's step count): its value is staged to the device
+  /// with the launch that reads it, like a kernel argument.
+  bool host_scalar() const;
   bool is_bool() const { return type_name == "bool"; }
   std::string to_string() const;
 };

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <set>
 
@@ -48,6 +50,14 @@ void CompiledGraphRun::begin(const std::vector<at::Tensor>& inputs) {
     const at::Tensor& t = inputs.at(static_cast<size_t>(i));
     if (t.defined() && t.device().is_privateuseone()) saved_.emplace_back(t, cpu_view(t).clone());
   }
+}
+
+bool CompiledGraphRun::written_here(int segment, int value) const {
+  const int r = cg_.partition.stored_by[static_cast<size_t>(value)];
+  if (r < 0) return false;
+  const auto& region = cg_.partition.regions[static_cast<size_t>(r)];
+  return region.segment == segment &&
+         (region.kind == Region::Kind::kTile || region.kind == Region::Kind::kMatmul);
 }
 
 void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensors) {
@@ -128,18 +138,27 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
   program->program.name = scope_name;
   OpScope scope(scope_name, {});
   const bool functional = isa_mode();
+  // NEURONSIM_COMPILE_VERIFY=1 (ISA mode): compare what the fused programs wrote with the host's
+  // values of the same run, value by value, and report the first that differ.
+  static const bool verify = std::getenv("NEURONSIM_COMPILE_VERIFY") != nullptr;
+  std::vector<std::pair<size_t, at::Tensor>> host_values;
   if (functional) {
+    if (verify) {
+      for (size_t i = 0; i < tensors.size(); ++i) {
+        if (tensors[i].device().is_privateuseone() &&
+            at::isFloatingType(tensors[i].scalar_type())) {
+          host_values.emplace_back(i, cpu_view(tensors[i]).clone());
+        }
+      }
+    }
     // The programs compute every value: restore the inputs the host run already wrote, and
     // poison what the fused regions write so a value they missed cannot pass for theirs.
     for (auto& [dev, saved] : saved_) cpu_view(dev).copy_(saved);
     saved_.clear();
     for (size_t i = 0; i < tensors.size(); ++i) {
-      const int r = cg_.partition.stored_by[static_cast<size_t>(seg.values[i])];
-      if (r < 0) continue;
-      const auto kind = cg_.partition.regions[static_cast<size_t>(r)].kind;
+      if (!written_here(segment, seg.values[i])) continue;
       const at::Tensor& t = tensors[i];
-      if ((kind == Region::Kind::kTile || kind == Region::Kind::kMatmul) &&
-          at::isFloatingType(t.scalar_type()) &&
+      if (at::isFloatingType(t.scalar_type()) &&
           cg_.lowered.root[static_cast<size_t>(seg.values[i])] == seg.values[i]) {
         cpu_view(t).fill_(std::numeric_limits<float>::quiet_NaN());
       }
@@ -158,6 +177,19 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
     ActivityRecorder::get().on_launch(scope_name, res);
     return 0;
   });
+  for (const auto& [i, want] : host_values) {
+    const at::Tensor got = cpu_view(tensors[i]).to(at::kFloat);
+    const at::Tensor ref = want.to(at::kFloat);
+    const double diff = (got - ref).abs().nan_to_num(1e30).max().item<double>();
+    const double scale = ref.abs().max().item<double>() + 1e-6;
+    if (diff > 1e-3 * scale) {
+      std::fprintf(
+          stderr,
+          "neuronsim verify: seg %d %s %s (region %d) differs from the host by %g (max |x| %g)\n",
+          segment, cg_.name.c_str(), g.value(seg.values[i]).name.c_str(),
+          cg_.partition.stored_by[static_cast<size_t>(seg.values[i])], diff, scale);
+    }
+  }
 }
 
 }  // namespace neuronsim::backend

@@ -28,6 +28,9 @@ class CompiledGraphRun {
   void launch(int segment, const std::vector<at::Tensor>& tensors);
 
  private:
+  /// Whether a fused region of this segment writes `value`.
+  bool written_here(int segment, int value) const;
+
   kernels::graph::CompiledGraph cg_;
   std::map<int, std::vector<device::Program>> collected_;
   std::vector<int> mutated_inputs_;  // positions in the graph's inputs

@@ -123,9 +123,9 @@ CompiledGraph compile_graph(const Graph& g, const device::CoreParams& core,
     cg.lowered = lower(g, opaque);
     cg.partition = partition(cg.lowered, fo);
     if (!cg.partition.must_be_opaque.empty()) {
-      for (int n : cg.partition.must_be_opaque) {
+      for (const auto& [n, why] : cg.partition.must_be_opaque) {
         opaque[static_cast<size_t>(n)] = true;
-        forced_reason[static_cast<size_t>(n)] = "its parts do not share one fused region";
+        forced_reason[static_cast<size_t>(n)] = why;
       }
       continue;
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <queue>
 #include <set>
 
@@ -78,7 +79,7 @@ class Partitioner {
             const int r = new_region(Region::Kind::kTile, oi, segment);
             std::string why;
             if (!feasible(regions_[static_cast<size_t>(r)].ops, &why)) {
-              must_opaque_.insert(op.node);
+              must_opaque_.emplace(op.node, why);
             }
           }
           break;
@@ -345,7 +346,9 @@ class Partitioner {
       for (int v : stores_of(x.ops)) {
         p.stored_by[static_cast<size_t>(v)] = static_cast<int>(r);
         if (g_.graph.value(v).temporary) {
-          must_opaque_.insert(g_.ops[static_cast<size_t>(producer_[static_cast<size_t>(v)])].node);
+          must_opaque_.emplace(
+              g_.ops[static_cast<size_t>(producer_[static_cast<size_t>(v)])].node,
+              "its parts (" + g_.graph.value(v).name + ") do not share one fused region");
         }
       }
     }
@@ -360,7 +363,7 @@ class Partitioner {
   std::vector<Region> regions_;
   std::vector<std::set<int>> deps_;
   std::vector<int> region_of_;
-  std::set<int> must_opaque_;
+  std::map<int, std::string> must_opaque_;
 };
 
 }  // namespace

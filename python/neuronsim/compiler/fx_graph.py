@@ -42,8 +42,24 @@ class GraphDescription:
     )  # the graph inputs, in order (placeholders, get_attr)
 
 
-def has_device_kernel(op: str) -> bool:
-    return op in _RANDOM_OPS or _C._has_device_kernel(op)
+# Ops whose eager path does host work (the CPU convolution, charged as host time): they end a
+# launch rather than join it.
+_HOST_OPS = {"aten::convolution", "aten::convolution_backward"}
+
+
+def has_device_kernel(op: str, overload: str = "default") -> bool:
+    """Whether the eager backend runs `op` on the device: a kernel-library op, a random op, or a
+    composite that decomposes into device ops when it runs. Everything else (structured out=
+    kernels with no device version, the CPU convolution) is host work."""
+    if op in _HOST_OPS:
+        return False
+    if op in _RANDOM_OPS or _C._has_device_kernel(op):
+        return True
+    name = op if overload in ("", "default") else f"{op}.{overload}"
+    return any(
+        torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+        for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd")
+    )
 
 
 def describe(gm: torch.fx.GraphModule, concrete) -> GraphDescription:
@@ -141,7 +157,7 @@ def describe(gm: torch.fx.GraphModule, concrete) -> GraphDescription:
                 else:
                     x = None
                 args.append((a.name, convert(x)))
-            kernel = has_device_kernel(op)
+            kernel = has_device_kernel(op, overload)
         else:
             # A Python callable (a higher-order op or a helper): runs on the host as it is.
             op = f"python::{getattr(n.target, '__name__', n.target)}"

@@ -24,30 +24,39 @@ class _Launch:
     __name__ = "neuron_launch"
     __qualname__ = "neuron_launch"
 
-    def __init__(self, handle, segment: int):
+    def __init__(self, handle, segment: int, alive: list):
         self.handle = handle
         self.segment = segment
+        self.alive = alive
 
     def __call__(self, *tensors):
-        self.handle.launch(self.segment, list(tensors))
+        try:
+            self.handle.launch(self.segment, list(tensors))
+        finally:
+            self.alive.clear()
 
 
 class _EagerNode:
-    """A node the compiler left to the eager backend: its programs join the graph's launch."""
+    """A node the compiler left to the eager backend: its programs join the graph's launch. Its
+    programs address its arguments and results: they stay allocated until that launch (the host
+    run would otherwise reuse their memory before the programs run)."""
 
-    def __init__(self, handle, index: int, target):
+    def __init__(self, handle, index: int, target, alive: list):
         self.handle = handle
         self.index = index
         self.target = target
+        self.alive = alive
         self.__name__ = f"neuron_eager_{getattr(target, '__name__', 'op')}".replace(".", "_")
         self.__qualname__ = self.__name__
 
     def __call__(self, *args, **kwargs):
         _C._capture_push(_EAGER, self.handle, self.index)
         try:
-            return self.target(*args, **kwargs)
+            out = self.target(*args, **kwargs)
         finally:
             _C._capture_pop()
+        self.alive.append((args, kwargs, out))
+        return out
 
 
 class _HostNode:
@@ -74,10 +83,12 @@ def build_module(
     env: dict = {}
     out = g.graph_copy(gm.graph, env)
     output = g.output(out)
+    alive = [[] for _ in report["segments"]]  # per segment: what its eager nodes touched
     for i, rec in enumerate(report["nodes"]):
         node = env[description.call_nodes[i]]
         if rec["class"] == "eager":
-            node.target = _EagerNode(handle, i, node.target)
+            segment = report["regions"][rec["region"]]["segment"]
+            node.target = _EagerNode(handle, i, node.target, alive[segment])
         elif rec["class"] == "host":
             node.target = _HostNode(node.target)
     for k, seg in enumerate(report["segments"]):
@@ -85,8 +96,8 @@ def build_module(
         where = env[description.call_nodes[host]] if host >= 0 else output
         args = tuple(env[description.value_node[v]] for v in seg["values"])
         with g.inserting_before(where):
-            g.call_function(_Launch(handle, k), args)
-    return torch.fx.GraphModule(gm, g)
+            g.call_function(_Launch(handle, k, alive[k]), args)
+    return torch.fx.GraphModule(gm, g), alive
 
 
 class Variant:
@@ -101,9 +112,11 @@ class Variant:
             ("arg", placeholders.index(n)) if n.op == "placeholder" else ("attr", n.target)
             for n in description.input_nodes
         ]
-        self.module = build_module(gm, handle, report, description)
+        self.module, self.alive = build_module(gm, handle, report, description)
 
     def run(self, args):
+        for a in self.alive:  # left over by a run that raised before its launch
+            a.clear()
         self.handle.begin(
             [
                 args[x] if kind == "arg" else operator.attrgetter(x)(self.module)

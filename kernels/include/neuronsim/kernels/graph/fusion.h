@@ -36,7 +36,7 @@ struct Partition {
   int segments = 1;
   /// Nodes the compiler must keep opaque before partitioning again (a composite whose
   /// temporaries would leave its region).
-  std::vector<int> must_be_opaque;
+  std::vector<std::pair<int, std::string>> must_be_opaque;  // (node, why)
 };
 
 struct FusionOptions {

@@ -157,8 +157,8 @@ def test_transformer_block_training_step(isa):
             lc = step(compiled, opt_c, opt_step)
             assert_close(lc.cpu(), le.cpu(), **tol)
     for (name, a), b in zip(eager.named_parameters(), comp.parameters(), strict=True):
-        assert_close(b.grad.cpu(), a.grad.cpu(), **tol)
-        assert_close(b.detach().cpu(), a.detach().cpu(), **tol)
+        assert_close(b.grad.cpu(), a.grad.cpu(), **tol, msg=lambda m, n=name: f"{n}.grad: {m}")
+        assert_close(b.detach().cpu(), a.detach().cpu(), **tol, msg=lambda m, n=name: f"{n}: {m}")
     kinds = {g["kind"] for g in neuronsim.compile_stats()["per_graph"][first:]}
     assert kinds == {"forward", "backward", "inference"}, kinds
 
@@ -179,7 +179,7 @@ def test_convnet_forward_backward(isa):
         lc.backward()
     assert_close(lc.cpu(), le.cpu(), **tol)
     for (name, a), b in zip(eager.named_parameters(), comp.parameters(), strict=True):
-        assert_close(b.grad.cpu(), a.grad.cpu(), **tol)
+        assert_close(b.grad.cpu(), a.grad.cpu(), **tol, msg=lambda m, n=name: f"{n}.grad: {m}")
     fw = [g for g in neuronsim.compile_stats()["per_graph"] if g["kind"] == "forward"][-1]
     assert fw["host_nodes"].get("aten::convolution") == 2, fw
     assert fw["launches"] >= 2 and fw["regions"] >= 2, fw

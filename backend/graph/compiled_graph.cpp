@@ -170,7 +170,7 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
     const sim::SimTime h0 = r.host_time();
     r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
     const device::RunResult res = r.launch(dev, stream, program->program, functional);
-    if (TraceSession* trace = TraceSession::active()) {
+    if (runtime::TraceSession* trace = runtime::TraceSession::active()) {
       trace->host("launch " + scope_name, "launch", h0, r.host_time());
       for (const auto& c : res.cores) trace->kernel(c.core, c.start, c.end);
     }

@@ -180,10 +180,8 @@ PYBIND11_MODULE(_C, m) {
         [] { return with_runtime([](runtime::Runtime& r) { return r.device_time().ns(); }); });
   m.def("_launches", [] { return with_runtime([](runtime::Runtime& r) { return r.launches(); }); });
   // Whether the kernel library models an op ("aten::addmm"; in-place forms count as theirs).
-  m.def("_has_device_kernel", [](std::string op) {
-    if (op.size() > 1 && op.back() == '_') op.pop_back();
-    return has_timing(op);
-  });
+  m.def("_has_device_kernel",
+        [](const std::string& op) { return find_native_op(op) != nullptr; });
   m.def("_device_stats_json", [] {
     return with_runtime([](runtime::Runtime& r) { return r.device().stats().to_json().dump(); });
   });

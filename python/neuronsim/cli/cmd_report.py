@@ -43,6 +43,15 @@ def text(s: dict, top: int | None) -> str:
         f"of {len(s['kernels'])})",
         table(sections.KERNEL_HEADERS, sections.kernel_rows(s, top)),
     ]
+    compiled = sections.compile_lines(s)
+    if compiled:
+        out += ["", "torch.compile", *compiled]
+        out.append(table(sections.GRAPH_HEADERS, sections.graph_rows(s)))
+        for g in s.get("graph_launches", []):
+            out.append(
+                f"launch {g['name']}: {g['launches']} x, {g['total_ns'] / 1000:.1f} us, "
+                f"{g['instructions']} instructions"
+            )
     fallbacks = [r for r in sections.op_report_rows(s) if r[2]]
     out += [
         "",

@@ -182,3 +182,31 @@ def graph_rows(s: dict) -> list[tuple]:
         )
         for g in (s.get("compile") or {}).get("per_graph", [])
     ]
+
+
+LAUNCH_HEADERS = ("compiled graph launch", "launches", "time", "instructions", "HBM bytes")
+
+
+def launch_rows(s: dict) -> list[tuple]:
+    """The launches of compiled graphs: one program each, holding the graph's fused programs."""
+    return [
+        (
+            g["name"],
+            g["launches"],
+            time_str(g["total_ns"]),
+            g["instructions"],
+            bytes_str(g["hbm_bytes"]),
+        )
+        for g in s.get("graph_launches", [])
+    ]
+
+
+def fused_program_lines(s: dict, top: int | None, width: int = 100) -> list[str]:
+    """The FX nodes each fused program among the top kernels contains."""
+    out = []
+    for k in s["kernels"][:top]:
+        nodes = k.get("fused_nodes")
+        if nodes:
+            line = f"  {k['name']}: {nodes}"
+            out.append(line if len(line) <= width else line[: width - 3] + "...")
+    return out

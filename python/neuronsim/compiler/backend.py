@@ -170,6 +170,8 @@ class CompiledGraph:
             self.fallback = reason
             if first or not self.symbolic:
                 stats.record_graph(self._entry(time.perf_counter() - t0, None, reason))
+            else:  # counted as a graph when it was first seen
+                stats.record_fallback(self.name, reason)
             return None
         elapsed = time.perf_counter() - t0
         entry = self._entry(elapsed, report, None, cache_hit=cache_hit, key=key)

@@ -46,6 +46,12 @@ def record_graph(entry: dict) -> None:
         _not_fused[key] += n
 
 
+def record_fallback(name: str, reason: str) -> None:
+    """A graph with dynamic dimensions that could not be compiled for the shape it ran with."""
+    _counts["fallback_graphs"] += 1
+    _fallback_reasons.append(f"{name}: {reason}")
+
+
 def record_recompile(reason: str | None) -> None:
     _counts["recompilations"] += 1
     _recompile_reasons.append(reason or "unknown")

@@ -5,12 +5,14 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "accelerator/context.h"
 #include "accelerator/generator.h"
 #include "aten/device_tensor.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
+#include "graph/graph_capture.h"
 #include "neuronsim/runtime/trace_session.h"
 #include "profiler/activity_recorder.h"
 
@@ -154,6 +156,16 @@ bool isa_mode() {
 
 void launch_programs(const c10::Device& device, const std::vector<device::Program>& programs,
                      bool functional) {
+  // Inside a compiled graph the graph's launch runs the work (graph/graph_capture.h).
+  switch (capture_mode()) {
+    case CaptureMode::kSkip:
+      return;
+    case CaptureMode::kCollect:
+      collect_programs(programs);
+      return;
+    case CaptureMode::kOff:
+      break;
+  }
   with_runtime([&](runtime::Runtime& r) {
     const uint32_t dev = static_cast<uint32_t>(device.index());
     const int64_t stream = current_stream(device.index()).id();
@@ -211,8 +223,14 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     }
   }
   const bool emulate64 = !exact_64bit();
-  OpScope scope(name,
-                c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(nargs)), nargs));
+  // A fused node of a compiled graph only computes its values (its graph's programs give the
+  // time); its op appears in the trace as part of the graph's kernels.
+  const CaptureMode capture = capture_mode();
+  std::optional<OpScope> scope;
+  if (capture == CaptureMode::kOff) {
+    scope.emplace(
+        name, c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(nargs)), nargs));
+  }
 
   OpInvocation inv;
   inv.name = name;
@@ -221,7 +239,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   inv.args.assign(stack->end() - static_cast<int64_t>(nargs), stack->end());
   const NativeOp* native = find_native_op(name);
   TORCH_INTERNAL_ASSERT(native, "neuronsim: native op ", name, " has no timing");
-  if (native->supports && !native->supports(inv)) {
+  if (capture != CaptureMode::kSkip && native->supports && !native->supports(inv)) {
     neuron_cpu_fallback(op, stack);
     return;
   }
@@ -229,7 +247,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   // ISA mode: the programs compute the values. The CPU kernel still runs first (it sizes and
   // allocates the outputs); arguments it writes are restored before the programs run. 64-bit
   // data has no exact 32-bit view in HBM (programs see low words), so those ops keep host values.
-  bool functional = isa_mode();
+  bool functional = capture == CaptureMode::kOff && isa_mode();
   std::vector<std::pair<at::Tensor, at::Tensor>> snapshots;  // (device tensor, saved copy)
   for (size_t i = 0; i < nargs && functional; ++i) {
     for_each_tensor(inv.args[i], [&](const at::Tensor& t) {
@@ -281,6 +299,10 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   for (const at::Tensor& t : inv.outputs) {
     if (t.defined() && is_64bit(t.scalar_type())) functional = false;
   }
+  if (capture == CaptureMode::kSkip) {
+    if (!in_fallback()) OpTracker::get().record_native(name, any64 && emulate64);
+    return;
+  }
   const auto programs = with_runtime([&](runtime::Runtime& r) {
     inv.core_params = &r.device().params().core;
     inv.hbm_address = hbm_addresses(r);
@@ -303,16 +325,22 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
       if (t.defined() && t.is_complex()) reason = " for complex tensors";
     });
   }
-  if (!in_fallback()) OpTracker::get().record_fallback(name, reason);
-  OpScope scope(name + " (CPU fallback)",
-                c10::ArrayRef<c10::IValue>(
-                    &*(stack->end() - static_cast<int64_t>(op.schema().arguments().size())),
-                    op.schema().arguments().size()));
+  // A fused node of a compiled graph computes its values here without a device kernel of its
+  // own; the graph's fused programs give its time.
+  const bool fused = capture_mode() == CaptureMode::kSkip;
+  if (!in_fallback() && !fused) OpTracker::get().record_fallback(name, reason);
+  std::optional<OpScope> scope;
+  if (!fused) {
+    scope.emplace(name + " (CPU fallback)",
+                  c10::ArrayRef<c10::IValue>(
+                      &*(stack->end() - static_cast<int64_t>(op.schema().arguments().size())),
+                      op.schema().arguments().size()));
+  }
   ++t_fallback_depth;
   try {
     // Inputs and outputs cross the host link through _copy_from (which charges the DMA);
     // the CPU work itself costs host time.
-    if (runtime::Runtime::initialized()) {
+    if (runtime::Runtime::initialized() && !fused) {
       with_runtime([&](runtime::Runtime& r) {
         r.synchronize();
         const sim::SimTime h0 = r.host_time();

@@ -3,6 +3,7 @@
 // the trace sink and statistics. Owned by NeuronCore; engines hold a reference.
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "dma_fabric.h"
 #include "neuronsim/device/device.h"
@@ -25,6 +26,9 @@ struct CoreContext {
   sim::TraceSink* sink = nullptr;
   sim::StatsRegistry* stats = nullptr;
   std::string program_name;
+  /// Per ProgramSection of the running program: when its last instruction's result became
+  /// visible on any stream (the trace draws one slice per section).
+  std::vector<sim::SimTime> section_end;
 
   // Occupancy counters (tracing only).
   OccupancyTracker sbuf_occupancy{128}, psum_occupancy{128};

@@ -231,6 +231,28 @@ RunResult Device::run() {
     if (d.sink->enabled()) {
       d.sink->slice(d.kernel_tracks[c], r.program, "kernel", r.start, r.end,
                     {{"instructions", program.instruction_count()}});
+      // Sections as consecutive slices inside the program's: each runs from the previous one's
+      // end to its own (work a section started early, such as prefetching DMA, shows under the
+      // section it overlapped), so they nest cleanly on the same row.
+      const auto& ends = core.context().section_end;
+      std::vector<uint64_t> counts(program.sections.size(), 0);
+      for (const Stream& st : program.streams) {
+        for (size_t m = 0; m < st.section_marks.size(); ++m) {
+          const size_t last = m + 1 < st.section_marks.size() ? st.section_marks[m + 1].first
+                                                              : st.instructions.size();
+          const uint32_t sec = st.section_marks[m].second;
+          if (sec < counts.size()) counts[sec] += last - st.section_marks[m].first;
+        }
+      }
+      sim::SimTime prev = r.start;
+      for (size_t s = 0; s < program.sections.size() && s < ends.size(); ++s) {
+        const sim::SimTime end = sim::max(prev, sim::min(ends[s], r.end));
+        d.sink->slice(d.kernel_tracks[c], program.sections[s].name, "section", prev, end,
+                      {{"nodes", program.sections[s].detail},
+                       {"program", r.program},
+                       {"instructions", counts[s]}});
+        prev = end;
+      }
     }
     result.cores.push_back(r);
     d.queued[c] = nullptr;

@@ -49,6 +49,7 @@ void NeuronCore::attach_trace(sim::TraceSink* sink) {
 
 void NeuronCore::launch(const Program& program) {
   ctx_.program_name = program.name;
+  ctx_.section_end.assign(program.sections.size(), sim::SimTime{});
   ctx_.abort = false;
   ctx_.error = nullptr;
   sems_.reset();

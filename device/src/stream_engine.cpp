@@ -58,7 +58,21 @@ void StreamEngine::thread() {
       last_ready_ = sim::Simulation::now();
       on_issue_point(last_ready_, true);
       const auto& ins = stream_->instructions;
+      const auto& marks = stream_->section_marks;
+      size_t next_mark = 0;
+      int64_t section = -1;
+      // A section ends on this stream when its last result is visible: at the next section's
+      // first instruction that is last_ready_, at the end of the stream the drain time.
+      auto close_section = [&](sim::SimTime t) {
+        if (section >= 0 && static_cast<size_t>(section) < ctx_.section_end.size()) {
+          ctx_.section_end[section] = sim::max(ctx_.section_end[section], t);
+        }
+      };
       for (pc_ = 0; pc_ < ins.size() && !ctx_.abort; ++pc_) {
+        while (next_mark < marks.size() && marks[next_mark].first <= pc_) {
+          close_section(last_ready_);
+          section = marks[next_mark++].second;
+        }
         const Instruction& in = ins[pc_];
         if (in.op == Opcode::kSemWait) {
           const sim::SimTime t0 = sim::Simulation::now();
@@ -74,6 +88,7 @@ void StreamEngine::thread() {
       }
       // An aborted stream's issued instructions still complete; the next run starts after them.
       finish_ = drain();
+      close_section(finish_);
     } catch (...) {
       if (!ctx_.error) ctx_.error = std::current_exception();
       ctx_.abort = true;

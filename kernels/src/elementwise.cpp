@@ -68,7 +68,22 @@ struct SbufPlan {
 
 Program build_elementwise(const std::string& name, const std::vector<TensorDesc>& inputs,
                           const TensorDesc& out, const Expr& expr, const CoreParams& core) {
+  return build_elementwise(name, inputs, {{out, static_cast<int>(expr.steps.size()) - 1}}, expr,
+                           core);
+}
+
+Program build_elementwise(const std::string& name, const std::vector<TensorDesc>& inputs,
+                          const std::vector<ExprOutput>& outputs, const Expr& expr,
+                          const CoreParams& core) {
   if (expr.steps.empty()) throw std::invalid_argument("elementwise: empty expression");
+  if (outputs.empty()) throw std::invalid_argument("elementwise: no output");
+  for (const ExprOutput& o : outputs) {
+    if (o.step < 0 || o.step >= static_cast<int>(expr.steps.size()) ||
+        o.out.sizes != outputs[0].out.sizes) {
+      throw std::invalid_argument("elementwise: outputs must be steps of one shape");
+    }
+  }
+  const TensorDesc& out = outputs[0].out;
   const DType cdt = expr.integer ? DType::kInt32 : DType::kFp32;
   ProgramBuilder b(name, core);
   const uint32_t nbuf = static_cast<uint32_t>(inputs.size() + expr.steps.size());
@@ -76,7 +91,10 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
   const uint64_t budget = core.sbuf.partition_bytes * 3 / 4;
   const uint64_t max_free = std::max<uint64_t>(
       1, std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (2 * nbuf * 4)));
+  // Operands for tiling: inputs, the other outputs, then the first output (the layout that
+  // decides transposed loads).
   std::vector<TensorDesc> all = inputs;
+  for (size_t k = 1; k < outputs.size(); ++k) all.push_back(outputs[k].out);
   all.push_back(out);
   // Float inputs stored transposed relative to the output go through TensorE transposes (one
   // PSUM bank per input and slot); others, and integer data, are gathered by the DMA.
@@ -227,9 +245,14 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
       }
       done[s] = b.mark(e);
     }
-    // Store; the slot is free again once the store has read it.
-    b.wait(qstore, done.back());
-    b.emit(qstore, isa::dma_copy(tile_ap(out, t, t.operands.back()), buf(nbuf - 1)));
+    // Stores; the slot is free again once the stores have read it.
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const size_t operand = k == 0 ? all.size() - 1 : inputs.size() + k - 1;
+      const uint32_t step = static_cast<uint32_t>(outputs[k].step);
+      b.wait(qstore, done[step]);
+      b.emit(qstore, isa::dma_copy(tile_ap(outputs[k].out, t, t.operands[operand]),
+                                   buf(static_cast<uint32_t>(inputs.size()) + step)));
+    }
     slot_free[slot] = b.mark(qstore);
   }
   return std::move(b).build();

@@ -7,8 +7,6 @@ from typing import Any
 
 from neuronsim import _C
 
-_compile_counts = {"graphs": 0, "nodes": 0, "backward_graphs": 0}
-
 
 def configure(
     preset: str = "trn1",
@@ -61,6 +59,10 @@ def op_report() -> dict[str, dict[str, int]]:
     return dict(sorted(_C._op_counts().items()))
 
 
-def compile_stats() -> dict[str, int]:
-    """Graphs compiled by ``torch.compile(backend="neuron")`` and the ATen nodes they held."""
-    return dict(_compile_counts)
+def compile_stats() -> dict[str, Any]:
+    """What torch.compile did on the device: graphs (forward, backward), recompilations and graph
+    breaks with their reasons, compile time, fused regions, nodes left to eager kernels or the
+    host and why, and one entry per compiled graph (``per_graph``)."""
+    from neuronsim.compiler.stats import compile_stats as stats
+
+    return stats()

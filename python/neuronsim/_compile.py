@@ -1,6 +1,9 @@
-"""``torch.compile(backend="neuron")``: captured graphs (forward and, through AOT autograd,
-backward) run with the device's eager kernels, so results and simulated time match eager mode.
-Fusion into larger kernels is not done yet; graphs and nodes are counted (``compile_stats``)."""
+"""torch.compile on the neuron device: registration with dynamo.
+
+``torch.compile(model, backend="neuron")`` uses the neuron graph compiler
+(``neuronsim.compiler``). Plain ``torch.compile(model)`` (Inductor, the default backend) routes
+graphs on neuron tensors to the same compiler, as TorchNeuron does: Inductor has no code
+generator for the device. Other graphs still go to Inductor."""
 
 from __future__ import annotations
 
@@ -10,35 +13,40 @@ import sys
 
 import torch
 
-from neuronsim import _api
+
+def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
+    """The dynamo backend ``neuron`` (imported lazily: it pulls in dynamo and AOT autograd)."""
+    from neuronsim.compiler import neuron_backend as backend
+
+    return backend(gm, example_inputs, **kwargs)
 
 
-def _make_compiler(kind: str):
-    def compiler(gm: torch.fx.GraphModule, example_inputs):
-        from torch._functorch.aot_autograd import make_boxed_func
-
-        _api._compile_counts["backward_graphs" if kind == "backward" else "graphs"] += 1
-        _api._compile_counts["nodes"] += sum(1 for n in gm.graph.nodes if n.op == "call_function")
-        # AOT autograd calls compiled graphs with one boxed list of arguments (so it can free
-        # them early); an unboxed function makes it warn and adapt on every call.
-        return make_boxed_func(gm.forward)
-
-    return compiler
+def _on_neuron(gm, example_inputs) -> bool:
+    for x in example_inputs:
+        if isinstance(x, torch.Tensor) and x.device.type == "neuron":
+            return True
+    for n in getattr(getattr(gm, "graph", None), "nodes", ()):
+        val = n.meta.get("example_value", n.meta.get("val"))
+        if isinstance(val, torch.Tensor) and val.device.type == "neuron":
+            return True
+    return False
 
 
-_backend = None
+def _route_default_compile() -> None:
+    """Makes Inductor's torch.compile entry hand graphs on neuron tensors to the neuron
+    compiler (its mode/options are Inductor's and do not apply there)."""
+    wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+    if wrapper is None or getattr(wrapper.__call__, "_neuron_routed", False):
+        return
+    inductor_call = wrapper.__call__
 
+    def __call__(self, model_, inputs_, *args, **kwargs):
+        if _on_neuron(model_, inputs_):
+            return neuron_backend(model_, inputs_)
+        return inductor_call(self, model_, inputs_, *args, **kwargs)
 
-def neuron_backend(gm: torch.fx.GraphModule, example_inputs):
-    """The dynamo backend: AOT autograd around the device's eager kernels (built on first use)."""
-    global _backend  # noqa: PLW0603
-    if _backend is None:
-        from torch._dynamo.backends.common import aot_autograd
-
-        _backend = aot_autograd(
-            fw_compiler=_make_compiler("forward"), bw_compiler=_make_compiler("backward")
-        )
-    return _backend(gm, example_inputs)
+    __call__._neuron_routed = True
+    wrapper.__call__ = __call__
 
 
 def _register_with_dynamo() -> None:
@@ -48,6 +56,7 @@ def _register_with_dynamo() -> None:
     if "neuron" not in _COMPILER_FNS:
         register_backend(compiler_fn=neuron_backend, name="neuron")
     register_interface_for_device("neuron", _neuron_interface())
+    _route_default_compile()
 
 
 class _DynamoImportHook(importlib.abc.MetaPathFinder):

@@ -22,11 +22,15 @@ _hooks: list = []
 
 
 def _pre_hook(module, args):
-    _C._range_push(type(module).__name__)
+    # While dynamo traces a module, its ranges are not graph ops (the compiled graph shows in the
+    # trace as its own kernels).
+    if not torch.compiler.is_compiling():
+        _C._range_push(type(module).__name__)
 
 
 def _post_hook(module, args, output):
-    _C._range_pop()
+    if not torch.compiler.is_compiling():
+        _C._range_pop()
 
 
 def start(path: str, module_ranges: bool = True) -> None:

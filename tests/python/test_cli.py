@@ -676,3 +676,87 @@ def test_report_on_a_synthetic_trace(tmp_path):
     assert code == 0 and "1 native calls, 3 CPU fallback calls" in text
     assert re.search(r"aten::foo\s+0\s+3\s+0", text)
     _check_png(tmp_path / "r.png", (800, 550))
+
+
+def test_report_lists_compiled_graphs_fused_programs(tmp_path):
+    """A compiled graph's launch is one program whose sections (the fused programs) count as the
+    kernels, with the FX nodes they hold; the launch is listed as a graph launch, and an
+    instruction that runs past its section's end (inside the launch) counts for its section."""
+
+    def meta(tid, name):
+        return {"ph": "M", "pid": 2, "tid": tid, "name": "thread_name", "args": {"name": name}}
+
+    def x(tid, ts, dur, name, cat="", **args):
+        return {
+            "ph": "X",
+            "pid": 2,
+            "tid": tid,
+            "ts": ts,
+            "dur": dur,
+            "name": name,
+            "cat": cat,
+            "args": args,
+        }
+
+    events = [
+        {"ph": "M", "pid": 2, "tid": 0, "name": "process_name", "args": {"name": "nc0"}},
+        meta(2, "Kernels"),
+        meta(3, "TensorE"),
+        meta(4, "DMA q0"),
+        x(2, 0.0, 4.0, "fw0", "kernel", instructions=3),
+        x(
+            2,
+            0.0,
+            1.0,
+            "fw0.r0 addmm+gelu",
+            "section",
+            nodes="addmm, gelu",
+            program="fw0",
+            instructions=2,
+        ),
+        x(2, 1.0, 3.0, "fw0.r1 add", "section", nodes="add", program="fw0", instructions=1),
+        x(4, 0.0, 0.5, "dma_copy", bytes=1000.0, hbm_bytes=1000.0),
+        x(3, 0.5, 1.5, "matmul", flops=4e6),  # starts in r0, ends in r1
+        x(4, 2.0, 0.5, "dma_copy", bytes=500.0, hbm_bytes=500.0),
+    ]
+    other = {
+        "preset": "trn1",
+        "overrides": {},
+        "config": {"chip.cores": 2, "chip.hbm_stacks": 2},
+        "peaks": {"tensor_flops_per_core": 91.75e12, "hbm_bytes_per_s_per_stack": 410e9},
+        "device_time_ns": 4000.0,
+        "host_time_ns": 4000.0,
+        "end_ns": 4000.0,
+        "compile": {
+            "graphs": 1,
+            "nodes": 3,
+            "fused_nodes": 3,
+            "fused_regions": 2,
+            "per_graph": [
+                {
+                    "name": "fw0",
+                    "kind": "forward",
+                    "nodes": 3,
+                    "regions": 2,
+                    "launches": 1,
+                    "compile_s": 0.05,
+                }
+            ],
+        },
+    }
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": events, "otherData": other}))
+    s = trace_data.summarize(trace_data.load(str(path)))
+    kernels = {k["name"]: k for k in s["kernels"]}
+    assert set(kernels) == {"fw0.r0 addmm+gelu", "fw0.r1 add"}
+    r0, r1 = kernels["fw0.r0 addmm+gelu"], kernels["fw0.r1 add"]
+    assert (r0["fused_nodes"], r0["flops"], r0["hbm_bytes"]) == ("addmm, gelu", 4e6, 1000.0)
+    assert (r1["fused_nodes"], r1["flops"], r1["hbm_bytes"]) == ("add", 0.0, 500.0)
+    (launch,) = s["graph_launches"]
+    assert (launch["name"], launch["launches"], launch["hbm_bytes"]) == ("fw0", 1, 1500.0)
+    assert s["instructions_outside_kernels"] == 0
+    code, text, _ = in_process("report", path)
+    assert code == 0
+    assert "fw0.r0 addmm+gelu: addmm, gelu" in text
+    assert re.search(r"fw0\s+forward\s+3\s+2\s+1", text)
+    assert re.search(r"fw0\s+1\s+4\.000 us", text), text

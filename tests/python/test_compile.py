@@ -29,8 +29,9 @@ def _fresh_dynamo():
 
 
 def _delta(before: dict) -> dict:
+    """Growth of compile_stats()'s counts (its lists and dicts explain them)."""
     after = neuronsim.compile_stats()
-    return {k: after[k] - before[k] for k in after}
+    return {k: after[k] - before[k] for k in after if isinstance(after[k], int | float)}
 
 
 class MLP(nn.Module):
@@ -145,13 +146,18 @@ def test_compiled_graphs_run_native_kernels():
     assert neuronsim.get_fallback_ops() == set()
     executed = neuronsim.get_executed_ops()
     assert {"aten::addmm", "aten::native_layer_norm", "aten::gelu"} <= executed, executed
-    assert {"aten::native_layer_norm_backward", "aten::gelu_backward"} <= executed, executed
+    # The backward graph is decomposed to core ATen: gelu_backward becomes erf/exp arithmetic.
+    assert {"aten::mm", "aten::erf", "aten::exp", "aten::sum"} <= executed, executed
     assert neuronsim.simulated_time_ns() > 0
 
 
 def test_node_count_matches_the_aot_graphs():
     """compile_stats()["nodes"] is the number of ATen call nodes in the forward and backward
-    graphs, counted here with an independent aot_autograd backend on the same model."""
+    graphs, counted here with an independent aot_autograd backend on the same model (with the
+    same core-ATen decompositions)."""
+    import operator
+
+    from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 
@@ -159,7 +165,11 @@ def test_node_count_matches_the_aot_graphs():
 
     def counter(kind):
         def compiler(gm, example_inputs):
-            counted[kind] += sum(1 for n in gm.graph.nodes if n.op == "call_function")
+            counted[kind] += sum(
+                1
+                for n in gm.graph.nodes
+                if n.op == "call_function" and n.target is not operator.getitem
+            )
             return make_boxed_func(gm.forward)
 
         return compiler
@@ -167,7 +177,11 @@ def test_node_count_matches_the_aot_graphs():
     torch.manual_seed(0)
     model = MLP().to("neuron")
     x = torch.randn(8, 16).to("neuron")
-    ref_backend = aot_autograd(fw_compiler=counter("fw"), bw_compiler=counter("bw"))
+    ref_backend = aot_autograd(
+        fw_compiler=counter("fw"),
+        bw_compiler=counter("bw"),
+        decompositions=core_aten_decompositions(),
+    )
     torch.compile(copy.deepcopy(model), backend=ref_backend)(x).sum().backward()
     torch._dynamo.reset()
     before = neuronsim.compile_stats()

@@ -118,60 +118,118 @@ void add_engines(Summary& s, const std::vector<Row>& rows, uint64_t span) {
   s.active_cores.assign(active.begin(), active.end());
 }
 
-void add_kernels(Summary& s, const std::vector<Row>& rows) {
-  std::map<std::string, const Row*> kernel_rows;  // per core
-  for (const Row& row : rows) {
-    if (row.name == "Kernels") kernel_rows[row.process] = &row;
+bool is_section(const SliceRecord& r) {
+  return r.category == "section";
+}
+
+// A core's "Kernels" row split into the kernels (a compiled graph's fused programs in place of
+// the launch that holds them) and the launches of compiled graphs, each by start.
+struct KernelRow {
+  std::vector<const SliceRecord*> kernels, graphs;
+};
+
+KernelRow split_kernel_row(const Row& row) {
+  KernelRow out;
+  // Launches holding sections: the program a section names, starting at or before it.
+  std::set<const SliceRecord*> holders;
+  for (size_t i = 0; i < row.slices.size(); ++i) {
+    const SliceRecord* sec = row.slices[i];
+    if (!is_section(*sec) || !sec->args.contains("program")) continue;
+    const nlohmann::json& program = sec->args["program"];
+    for (size_t j = i; j-- > 0;) {
+      const SliceRecord* h = row.slices[j];
+      if (!is_section(*h) && program.is_string() && h->name == program.get<std::string>() &&
+          h->begin <= sec->begin && sec->begin <= h->end) {
+        holders.insert(h);
+        break;
+      }
+    }
   }
-  std::map<std::string, KernelSummary> work;
+  for (const SliceRecord* r : row.slices)
+    (holders.count(r) ? out.graphs : out.kernels).push_back(r);
+  return out;
+}
+
+// Adds a slice's launch to the summary entry of its name, in order of first appearance.
+void count_launch(std::vector<KernelSummary>& list, std::map<std::string, size_t>& index,
+                  std::map<std::string, KernelSummary>& work, const SliceRecord& r) {
+  auto [it, added] = index.try_emplace(r.name, list.size());
+  if (added) {
+    KernelSummary k = work[r.name];
+    k.name = r.name;
+    list.push_back(k);
+  }
+  KernelSummary& k = list[it->second];
+  ++k.launches;
+  k.total = k.total + (r.end - r.begin);
+  k.instructions += static_cast<int64_t>(num(r.args, "instructions"));
+  if (is_section(r) && r.args.contains("nodes") && r.args["nodes"].is_string()) {
+    k.nodes = r.args["nodes"].get<std::string>();
+  }
+}
+
+void add_kernels(Summary& s, const std::vector<Row>& rows) {
+  std::map<std::string, KernelRow> kernel_rows;  // per core
+  for (const Row& row : rows) {
+    if (row.name == "Kernels") kernel_rows[row.process] = split_kernel_row(row);
+  }
+  // The launch containing [b, e), among a core's graph launches (by start).
+  auto inside_graph = [](const KernelRow& kr, sim::SimTime b, sim::SimTime e) {
+    auto it = std::upper_bound(kr.graphs.begin(), kr.graphs.end(), b,
+                               [](sim::SimTime t, const SliceRecord* x) { return t < x->begin; });
+    return it != kr.graphs.begin() && e <= (*(it - 1))->end;
+  };
+  std::map<std::string, KernelSummary> work, graph_work;
   for (const Row& row : rows) {
     if (!is_instruction_row(row.name)) continue;
     auto k = kernel_rows.find(row.process);
     for (const SliceRecord* r : row.slices) {
-      // The last kernel starting at or before the instruction, if it also ends after it.
+      // The last kernel starting at or before the instruction, if it also ends after it (or,
+      // for a fused program, its graph's launch does).
       const SliceRecord* kernel = nullptr;
       if (k != kernel_rows.end()) {
-        const auto& ks = k->second->slices;
+        const auto& ks = k->second.kernels;
         auto it =
             std::upper_bound(ks.begin(), ks.end(), r->begin,
                              [](sim::SimTime t, const SliceRecord* x) { return t < x->begin; });
         if (it != ks.begin()) kernel = *(it - 1);
       }
-      if (!kernel || r->end > kernel->end) {
+      const bool inside =
+          kernel && (r->end <= kernel->end ||
+                     (is_section(*kernel) && inside_graph(k->second, r->begin, r->end)));
+      if (!inside) {
         ++s.instructions_outside_kernels;
         continue;
       }
-      KernelSummary& w = work[kernel->name];
-      w.flops += num(r->args, "flops");
-      if (is_dma_queue(row.name)) {
-        w.bytes += num(r->args, "bytes");
-        w.hbm_bytes += num(r->args, "hbm_bytes");
-      }
+      auto add = [&](KernelSummary& w) {
+        w.flops += num(r->args, "flops");
+        if (is_dma_queue(row.name)) {
+          w.bytes += num(r->args, "bytes");
+          w.hbm_bytes += num(r->args, "hbm_bytes");
+        }
+      };
+      add(work[kernel->name]);
+      if (is_section(*kernel)) add(graph_work[kernel->args.value("program", std::string())]);
     }
   }
-  std::vector<KernelSummary> kernels;
-  std::map<std::string, size_t> index;
+  std::vector<KernelSummary> kernels, graphs;
+  std::map<std::string, size_t> index, graph_index;
   for (const Row& row : rows) {
     if (row.name != "Kernels") continue;
-    for (const SliceRecord* r : row.slices) {
-      auto [it, added] = index.try_emplace(r->name, kernels.size());
-      if (added) {
-        KernelSummary k = work[r->name];
-        k.name = r->name;
-        kernels.push_back(k);
-      }
-      KernelSummary& k = kernels[it->second];
-      ++k.launches;
-      k.total = k.total + (r->end - r->begin);
-      k.instructions += static_cast<int64_t>(num(r->args, "instructions"));
+    const KernelRow& kr = kernel_rows[row.process];
+    for (const SliceRecord* r : kr.kernels) {
+      count_launch(kernels, index, work, *r);
       s.kernel_time = s.kernel_time + (r->end - r->begin);
     }
+    for (const SliceRecord* r : kr.graphs) count_launch(graphs, graph_index, graph_work, *r);
   }
-  std::stable_sort(kernels.begin(), kernels.end(),
-                   [](const KernelSummary& a, const KernelSummary& b) {
-                     return a.total != b.total ? a.total > b.total : a.name < b.name;
-                   });
+  auto by_total = [](const KernelSummary& a, const KernelSummary& b) {
+    return a.total != b.total ? a.total > b.total : a.name < b.name;
+  };
+  std::stable_sort(kernels.begin(), kernels.end(), by_total);
+  std::stable_sort(graphs.begin(), graphs.end(), by_total);
   s.kernels = std::move(kernels);
+  s.graph_launches = std::move(graphs);
 }
 
 void add_ops(Summary& s, const std::vector<Row>& rows) {
@@ -340,22 +398,31 @@ nlohmann::json Summary::to_json() const {
                   {"percent", percent(o.total, op_time)}});
   }
   j["op_time_ns"] = ns_of(op_time.ps);
-  auto& ks = j["kernels"] = nlohmann::json::array();
-  for (const auto& k : kernels) {
+  auto kernel_json = [](const KernelSummary& k, sim::SimTime whole) {
     const double secs = static_cast<double>(k.total.ps) * 1e-12;
-    ks.push_back({{"name", k.name},
-                  {"launches", k.launches},
-                  {"instructions", k.instructions},
-                  {"total_ns", ns_of(k.total.ps)},
-                  {"percent", percent(k.total, kernel_time)},
-                  {"flops", k.flops},
-                  {"bytes", k.bytes},
-                  {"hbm_bytes", k.hbm_bytes},
-                  {"intensity", k.hbm_bytes > 0 ? nlohmann::json(k.flops / k.hbm_bytes)
-                                                : nlohmann::json(nullptr)},
-                  {"achieved_flops_per_s", k.total.ps ? k.flops / secs : 0.0},
-                  {"achieved_hbm_bytes_per_s", k.total.ps ? k.hbm_bytes / secs : 0.0}});
-  }
+    nlohmann::json x = {{"name", k.name},
+                        {"launches", k.launches},
+                        {"instructions", k.instructions},
+                        {"total_ns", ns_of(k.total.ps)},
+                        {"percent", percent(k.total, whole)},
+                        {"flops", k.flops},
+                        {"bytes", k.bytes},
+                        {"hbm_bytes", k.hbm_bytes},
+                        {"intensity", k.hbm_bytes > 0 ? nlohmann::json(k.flops / k.hbm_bytes)
+                                                      : nlohmann::json(nullptr)},
+                        {"achieved_flops_per_s", k.total.ps ? k.flops / secs : 0.0},
+                        {"achieved_hbm_bytes_per_s", k.total.ps ? k.hbm_bytes / secs : 0.0}};
+    if (!k.nodes.empty()) x["fused_nodes"] = k.nodes;
+    return x;
+  };
+  auto& ks = j["kernels"] = nlohmann::json::array();
+  for (const auto& k : kernels) ks.push_back(kernel_json(k, kernel_time));
+  sim::SimTime graph_time;
+  for (const auto& g : graph_launches) graph_time = graph_time + g.total;
+  auto& gs = j["graph_launches"] = nlohmann::json::array();
+  for (const auto& g : graph_launches) gs.push_back(kernel_json(g, graph_time));
+  // What torch.compile did in the traced run (neuronsim.compile_stats(), recorded by tracing).
+  j["compile"] = entry_or_empty(metadata, "compile");
   j["kernel_time_ns"] = ns_of(kernel_time.ps);
   j["instructions_outside_kernels"] = instructions_outside_kernels;
   int64_t native = 0, fallback = 0;

@@ -50,6 +50,12 @@ std::string format_summary(const Summary& s) {
       out += fmt::format("{:<40} {:>8} {:>14}\n", k.name, k.launches, time_str(k.total.ns()));
     }
   }
+  if (!s.graph_launches.empty()) {
+    out += fmt::format("\n{:<40} {:>8} {:>14}\n", "compiled graph launch", "launches", "total");
+    for (const auto& g : s.graph_launches) {
+      out += fmt::format("{:<40} {:>8} {:>14}\n", g.name, g.launches, time_str(g.total.ns()));
+    }
+  }
   return out;
 }
 

@@ -51,6 +51,19 @@ def text(s: dict, top: int | None) -> str:
         f"of {len(s['kernels'])})",
         table(sections.KERNEL_HEADERS, sections.kernel_rows(s, top)),
     ]
+    fused = sections.fused_program_lines(s, top)
+    if fused:
+        out += ["fused programs (FX nodes):", *fused]
+    compiled = sections.compile_lines(s)
+    if compiled:
+        out += [
+            "",
+            "torch.compile",
+            *compiled,
+            table(sections.GRAPH_HEADERS, sections.graph_rows(s)),
+        ]
+    if s.get("graph_launches"):
+        out += ["", table(sections.LAUNCH_HEADERS, sections.launch_rows(s))]
     fallbacks = [r for r in sections.op_report_rows(s) if r[2]]
     out += [
         "",

@@ -67,6 +67,15 @@ def render(s: dict, top: int | None = 20) -> str:
         + ").</p>",
         _img(plots.roofline_png(s), "roofline"),
     ]
+    compiled = sections.compile_lines(s)
+    if compiled:
+        parts += [
+            "<h2 id='compile'>torch.compile</h2>",
+            "<pre>" + html.escape("\n".join(compiled)) + "</pre>",
+            _table(sections.GRAPH_HEADERS, sections.graph_rows(s)),
+            _table(sections.LAUNCH_HEADERS, sections.launch_rows(s)),
+            "<pre>" + html.escape("\n".join(sections.fused_program_lines(s, top))) + "</pre>",
+        ]
     parts += [
         "<h2 id='ops'>Native and fallback ops</h2>",
         f"<p>{s['native_calls']} native calls, {s['fallback_calls']} CPU fallback calls.</p>",

@@ -127,3 +127,86 @@ def config_rows(s: dict) -> list[tuple]:
     o = s.get("overrides") or {}
     keys = set(o) if isinstance(o, dict) else {str(x).split("=", 1)[0] for x in o}
     return [(k, v, "yes" if k in keys else "") for k, v in sorted(s["config"].items())]
+
+
+GRAPH_HEADERS = (
+    "graph",
+    "kind",
+    "nodes",
+    "fused regions",
+    "launches/run",
+    "eager",
+    "host",
+    "compile",
+)
+
+
+def compile_lines(s: dict) -> list[str]:
+    """torch.compile on the device: what was compiled, recompiled, broken and not fused."""
+    c = s.get("compile") or {}
+    if not (c.get("graphs") or c.get("backward_graphs")):
+        return []
+    out = [
+        f"{c.get('graphs', 0)} forward/inference and {c.get('backward_graphs', 0)} backward "
+        f"graphs, {c.get('nodes', 0)} nodes: {c.get('fused_nodes', 0)} fused into "
+        f"{c.get('fused_regions', 0)} regions, {c.get('eager_nodes', 0)} eager kernels inside "
+        f"launches, {c.get('host_nodes', 0)} on the host; compile time "
+        f"{c.get('compile_time_s', 0.0):.2f} s, {c.get('cache_hits', 0)} cache hits, "
+        f"{c.get('shape_specializations', 0)} shape specialisations, "
+        f"{c.get('fallback_graphs', 0)} graphs on eager kernels",
+        f"recompilations: {c.get('recompilations', 0)}",
+    ]
+    out += [f"  {r}" for r in c.get("recompile_reasons", [])[:10]]
+    out.append(f"graph breaks: {c.get('graph_breaks', 0)}")
+    out += [f"  {n} x {r}" for r, n in list(c.get("graph_break_reasons", {}).items())[:10]]
+    if c.get("fallback_reasons"):
+        out.append("graphs run with eager kernels:")
+        out += [f"  {r}" for r in c["fallback_reasons"][:10]]
+    if c.get("not_fused"):
+        out.append("not fused (nodes):")
+        out += [f"  {n} x {r}" for r, n in list(c["not_fused"].items())[:10]]
+    return out
+
+
+def graph_rows(s: dict) -> list[tuple]:
+    return [
+        (
+            g.get("name", ""),
+            g.get("kind", ""),
+            g.get("nodes", 0),
+            g.get("regions", 0),
+            g.get("launches", 0),
+            sum((g.get("eager_nodes") or {}).values()),
+            sum((g.get("host_nodes") or {}).values()),
+            f"{1000 * g.get('compile_s', 0.0):.0f} ms",
+        )
+        for g in (s.get("compile") or {}).get("per_graph", [])
+    ]
+
+
+LAUNCH_HEADERS = ("compiled graph launch", "launches", "time", "instructions", "HBM bytes")
+
+
+def launch_rows(s: dict) -> list[tuple]:
+    """The launches of compiled graphs: one program each, holding the graph's fused programs."""
+    return [
+        (
+            g["name"],
+            g["launches"],
+            time_str(g["total_ns"]),
+            g["instructions"],
+            bytes_str(g["hbm_bytes"]),
+        )
+        for g in s.get("graph_launches", [])
+    ]
+
+
+def fused_program_lines(s: dict, top: int | None, width: int = 100) -> list[str]:
+    """The FX nodes each fused program among the top kernels contains."""
+    out = []
+    for k in s["kernels"][:top]:
+        nodes = k.get("fused_nodes")
+        if nodes:
+            line = f"  {k['name']}: {nodes}"
+            out.append(line if len(line) <= width else line[: width - 3] + "...")
+    return out

@@ -2,6 +2,7 @@
 // A Program is what one kernel launch gives one NeuronCore: an instruction stream per engine and
 // per DMA queue, synchronised through the core's semaphores (reset to zero at launch).
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "neuronsim/device/isa.h"
@@ -23,6 +24,16 @@ std::optional<StreamId> parse_stream_id(std::string_view name);
 struct Stream {
   StreamId id;
   std::vector<Instruction> instructions;
+  /// (first instruction, section): instructions from there on belong to Program::sections[section]
+  /// until the next mark. Increasing; empty when the program has no sections.
+  std::vector<std::pair<uint32_t, uint32_t>> section_marks;
+};
+
+/// A named part of a program, e.g. one fused region of a compiled graph linked into a single
+/// launch: the trace shows each as a kernel slice of its own inside the program's slice.
+struct ProgramSection {
+  std::string name;
+  std::string detail;  // shown with the slice (the graph nodes it computes)
 };
 
 /// A named HBM range the program may touch (checked by the validator when any are declared).
@@ -36,6 +47,7 @@ struct Program {
   std::string name;
   std::vector<Stream> streams;
   std::vector<HbmRegion> hbm_regions;
+  std::vector<ProgramSection> sections;
 
   size_t instruction_count() const;
   /// The stream for `id`, created empty on first use.

@@ -47,6 +47,17 @@ device::Program build_elementwise(const std::string& name, const std::vector<Ten
                                   const TensorDesc& out, const Expr& expr,
                                   const device::CoreParams& core);
 
+/// One result of a multi-output expression: the value of step `step`, stored to `out`.
+struct ExprOutput {
+  TensorDesc out;
+  int step = 0;
+};
+/// Several results of one expression in one pass (a fused chain whose intermediates are used
+/// elsewhere too). Every output has the same sizes; the first one's layout drives the tiling.
+device::Program build_elementwise(const std::string& name, const std::vector<TensorDesc>& inputs,
+                                  const std::vector<ExprOutput>& outputs, const Expr& expr,
+                                  const device::CoreParams& core);
+
 /// out = in (any strides and dtypes, same shape): HBM-to-HBM DMA through SBUF.
 device::Program build_copy(const std::string& name, const TensorDesc& in, const TensorDesc& out,
                            const device::CoreParams& core);

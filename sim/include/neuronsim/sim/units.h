@@ -30,5 +30,8 @@ struct SimTime {
 constexpr SimTime max(SimTime a, SimTime b) {
   return a < b ? b : a;
 }
+constexpr SimTime min(SimTime a, SimTime b) {
+  return a < b ? a : b;
+}
 
 }  // namespace neuronsim::sim

@@ -11,6 +11,10 @@
 //   `hbm_bytes`; the peaks scale with the cores that ran instructions (HBM: with the stacks
 //   those cores sit on);
 // - a kernel's FLOPs and bytes are those of the instructions inside its slices on its core;
+// - a compiled graph's launch is one program whose sections (the fused programs, slices of
+//   category "section" inside it) are its kernels: the sections count as kernels, with the FX
+//   nodes they contain, and the launch as a graph launch; an instruction of a section counts
+//   for the section it started in (it may run past the section's end, inside the launch);
 // - ops are the device op spans ("Ops" rows): nested spans count in their own name's total, only
 //   the outermost towards the total op time.
 #include <cstdint>
@@ -38,6 +42,7 @@ struct KernelSummary {
   sim::SimTime total;
   int64_t instructions = 0;                    // from the kernel slices' `instructions` args
   double flops = 0, bytes = 0, hbm_bytes = 0;  // of the instructions inside its slices
+  std::string nodes;  // a fused program of a compiled graph: the FX nodes it contains
 };
 
 struct OpSummary {
@@ -57,8 +62,9 @@ struct Summary {
   double achieved_hbm_bytes_per_s = 0, peak_hbm_bytes_per_s = 0;
   std::vector<KernelSummary> kernels;  // longest total first
   sim::SimTime kernel_time;
-  std::vector<OpSummary> ops;  // longest total first
-  sim::SimTime op_time;        // outermost op spans
+  std::vector<KernelSummary> graph_launches;  // compiled graphs' programs, longest total first
+  std::vector<OpSummary> ops;                 // longest total first
+  sim::SimTime op_time;                       // outermost op spans
   uint64_t instructions_outside_kernels = 0;
   std::string preset;
   nlohmann::json metadata = nlohmann::json::object();  // the trace's, as recorded

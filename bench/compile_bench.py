@@ -1,0 +1,161 @@
+"""torch.compile on the neuron device against eager mode, measured in one run on the same models.
+
+For each case the same step runs eagerly and compiled (``torch.compile(model)``: plain compile,
+no ``backend=``; neuron graphs go to the neuron graph compiler), and the table prints per step:
+simulated device time, HBM bytes moved (the DMA queues' HBM traffic), host launches (programs
+the runtime submitted) and host wall time, with compiled / eager ratios. Goals (issue 9): the
+transformer block training step at most 0.6x of eager's simulated time, the MLP forward at most
+0.7x; a compiled step's host wall time no worse than eager's. Compile time of each case is
+printed too (the first compiled steps, which trace and compile, are not measured). The training
+step compiles the model (forward and backward graphs); the loss and the SGD update run eagerly
+in both modes.
+
+    .venv/bin/python bench/compile_bench.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import neuronsim
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+GOALS = {"MLP forward": 0.7, "transformer block train step": 0.6}
+
+
+class MLP(nn.Module):
+    def __init__(self, d=256, h=1024):
+        super().__init__()
+        self.fc1 = nn.Linear(d, h)
+        self.fc2 = nn.Linear(h, d)
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, x):
+        return self.ln(self.fc2(F.gelu(self.fc1(x))) + x)
+
+
+class Block(nn.Module):
+    """A pre-norm transformer block (causal attention, GELU MLP) on activations. No embedding:
+    its backward (a scatter-add the compiler leaves to the eager kernel) would take most of
+    both steps' time and hide what fusion changes."""
+
+    def __init__(self, d=256, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.heads, -1).permute(2, 0, 3, 1, 4)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(a.transpose(1, 2).reshape(b, t, -1))
+        return x + self.mlp(self.ln2(x))
+
+
+def mlp_forward(compiled: bool):
+    torch.manual_seed(0)
+    model = MLP().to("neuron").eval()
+    x = torch.randn(256, 256).to("neuron")
+    run = torch.compile(model) if compiled else model
+
+    def step():
+        with torch.no_grad():
+            return run(x)
+
+    return step
+
+
+def block_train_step(compiled: bool):
+    torch.manual_seed(0)
+    model = Block().to("neuron")
+    x = torch.randn(4, 128, 256).to("neuron")
+    tgt = torch.randn(4, 128, 256).to("neuron")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    forward = torch.compile(model) if compiled else model
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = (forward(x) - tgt).square().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def _hbm_bytes() -> float:
+    stats = neuronsim.device_stats()
+    return sum(v["value"] for k, v in stats.items() if k.endswith(".hbm_bytes"))
+
+
+def measure(step, iters: int) -> dict:
+    """Per step, after two warm-up steps (compilation, lazy optimizer state)."""
+    t0 = time.perf_counter()
+    step()
+    step()
+    torch.neuron.synchronize()
+    warmup = time.perf_counter() - t0
+    sim0, hbm0, launches0 = neuronsim.simulated_time_ns(), _hbm_bytes(), neuronsim._C._launches()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        step()
+    torch.neuron.synchronize()
+    wall = time.perf_counter() - t0
+    return {
+        "sim_us": (neuronsim.simulated_time_ns() - sim0) / 1e3 / iters,
+        "hbm_mb": (_hbm_bytes() - hbm0) / 1e6 / iters,
+        "launches": (neuronsim._C._launches() - launches0) / iters,
+        "wall_ms": wall * 1e3 / iters,
+        "warmup_s": warmup,
+    }
+
+
+def main() -> int:
+    cases = [
+        ("MLP forward", mlp_forward, 10),
+        ("transformer block train step", block_train_step, 5),
+    ]
+    head = (
+        f"{'case':<30}{'mode':<10}{'sim us':>10}{'HBM MB':>10}{'launches':>10}"
+        f"{'wall ms':>10}{'warmup s':>10}"
+    )
+    print(head)
+    failed = []
+    for name, make, iters in cases:
+        rows = {mode: measure(make(mode == "compiled"), iters) for mode in ("eager", "compiled")}
+        for mode, r in rows.items():
+            print(
+                f"{name:<30}{mode:<10}{r['sim_us']:>10.1f}{r['hbm_mb']:>10.2f}"
+                f"{r['launches']:>10.1f}{r['wall_ms']:>10.1f}{r['warmup_s']:>10.2f}"
+            )
+        e, c = rows["eager"], rows["compiled"]
+        ratio = c["sim_us"] / e["sim_us"]
+        goal = GOALS[name]
+        ok = ratio <= goal
+        print(
+            f"{name:<30}{'ratio':<10}{ratio:>10.2f}{c['hbm_mb'] / e['hbm_mb']:>10.2f}"
+            f"{c['launches'] / e['launches']:>10.2f}{c['wall_ms'] / e['wall_ms']:>10.2f}"
+            f"   goal sim <= {goal}x: {'met' if ok else 'NOT MET'}"
+        )
+        if not ok:
+            failed.append(name)
+    s = neuronsim.compile_stats()
+    print(
+        f"\ncompile_stats: {s['graphs']} forward/inference + {s['backward_graphs']} backward "
+        f"graphs, {s['fused_nodes']} of {s['nodes']} nodes fused into {s['fused_regions']} "
+        f"regions, {s['eager_nodes']} eager, {s['host_nodes']} host, "
+        f"{s['recompilations']} recompilations, {s['graph_breaks']} graph breaks, "
+        f"compile time {s['compile_time_s']:.2f} s"
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

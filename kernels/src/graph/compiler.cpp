@@ -1,0 +1,277 @@
+#include "neuronsim/kernels/graph/compiler.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+
+#include <fmt/ranges.h>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace neuronsim::kernels::graph {
+
+const char* node_class_name(NodeClass c) {
+  switch (c) {
+    case NodeClass::kFused:
+      return "fused";
+    case NodeClass::kView:
+      return "view";
+    case NodeClass::kEager:
+      return "eager";
+    case NodeClass::kHost:
+      return "host";
+    case NodeClass::kCpu:
+      return "cpu";
+  }
+  return "?";
+}
+
+device::CoreParams window_params(const device::CoreParams& core, uint32_t num, uint32_t den) {
+  device::CoreParams w = core;
+  w.sbuf.partition_bytes = core.sbuf.partition_bytes * num / den / 64 * 64;
+  w.psum.banks = core.psum.banks * num / den;
+  w.psum.partition_bytes = core.psum.bank_bytes() * w.psum.banks;
+  return w;
+}
+
+namespace {
+
+struct EmitFailure {
+  int region;
+  std::string why;
+};
+
+// The emitter input of region r; throws std::invalid_argument.
+RegionSpec spec_of(const LoweredGraph& g, const Partition& p, int r, const std::string& name) {
+  const Region& region = p.regions[static_cast<size_t>(r)];
+  std::vector<int> stores;
+  for (size_t v = 0; v < p.stored_by.size(); ++v) {
+    if (p.stored_by[v] == r) stores.push_back(static_cast<int>(v));
+  }
+  std::string why;
+  auto spec = build_region_spec(g, region.ops, stores, &why);
+  if (!spec) throw std::invalid_argument(why);
+  spec->tile.name = name;
+  spec->mm.name = name;
+  spec->mm.epilogue.name = name;
+  if (std::getenv("NEURONSIM_COMPILE_DEBUG")) {
+    std::string s = fmt::format("{}: shape [{}]\n", name, fmt::join(spec->tile.shape, ","));
+    for (const auto& o : spec->tile.operands) {
+      s += fmt::format("  {} {} strides [{}]\n", g.graph.value(o.value).name, space_name(o.space),
+                       fmt::join(o.strides, ","));
+    }
+    if (spec->matmul) {
+      s += fmt::format("  mm batch [{}] m {} k {} n {} a {} ({},{}) b {} ({},{})\n",
+                       fmt::join(spec->mm.batch, ","), spec->mm.m, spec->mm.k, spec->mm.n,
+                       g.graph.value(spec->mm.a.value).name, spec->mm.a.row_stride,
+                       spec->mm.a.col_stride, g.graph.value(spec->mm.b.value).name,
+                       spec->mm.b.row_stride, spec->mm.b.col_stride);
+    }
+    std::fputs(s.c_str(), stderr);
+  }
+  return std::move(*spec);
+}
+
+// One region's program against `core`; throws std::length_error / std::invalid_argument.
+device::Program emit(const RegionSpec& spec, const device::CoreParams& core) {
+  if (spec.matmul) return build_matmul_region(spec.mm, core);
+  // Elementwise regions over contiguous tensors tile flat with loads spread over queues; the
+  // library's elementwise kernel folds other layouts well (and transposes on TensorE).
+  if (!tile_program_is_flat(spec.tile, core) && !tile_program_transposes(spec.tile, core)) {
+    if (auto p = build_pointwise_program(spec.tile, core)) return std::move(*p);
+  }
+  return build_tile_program(spec.tile, core);
+}
+
+std::string nodes_of(const LoweredGraph& g, const Region& r, std::vector<int>* nodes) {
+  std::string s;
+  std::set<int> seen;
+  for (int o : r.ops) {
+    const int n = g.ops[static_cast<size_t>(o)].node;
+    if (!seen.insert(n).second) continue;
+    nodes->push_back(n);
+    s += (s.empty() ? "" : ", ") + g.graph.nodes().at(static_cast<size_t>(n)).name;
+  }
+  return s;
+}
+
+}  // namespace
+
+CompiledGraph compile_graph(const Graph& g, const device::CoreParams& core,
+                            const CompileOptions& opt) {
+  for (const Node& n : g.nodes()) {
+    for (int v : n.outputs) {
+      if (v >= static_cast<int>(g.values().size())) {
+        throw std::invalid_argument(fmt::format("node {} returns unknown value {}", n.name, v));
+      }
+    }
+  }
+  const device::CoreParams half = window_params(core, 1, 2);
+  FusionOptions fo;
+  fo.sbuf_window = half.sbuf.partition_bytes;
+  fo.max_ops_per_region = opt.max_ops_per_region;
+  std::vector<bool> opaque(g.nodes().size(), false);
+  std::vector<std::string> forced_reason(g.nodes().size());
+  CompiledGraph cg;
+  cg.name = opt.name;
+  for (int attempt = 1;; ++attempt) {
+    if (attempt > static_cast<int>(g.nodes().size()) + 2) {
+      throw std::logic_error(opt.name + ": the fusion pass did not converge");
+    }
+    cg.attempts = attempt;
+    cg.lowered = lower(g, opaque);
+    cg.partition = partition(cg.lowered, fo);
+    if (!cg.partition.must_be_opaque.empty()) {
+      for (const auto& [n, why] : cg.partition.must_be_opaque) {
+        opaque[static_cast<size_t>(n)] = true;
+        forced_reason[static_cast<size_t>(n)] = why;
+      }
+      continue;
+    }
+    // Emit every compute region: half windows alternating, the whole core when it needs it.
+    // Consecutive alike flat regions (an optimizer's per-parameter updates) share one program.
+    const Partition& p = cg.partition;
+    cg.region_name.assign(p.regions.size(), "");
+    cg.region_nodes.assign(p.regions.size(), {});
+    std::vector<std::string> details(p.regions.size());
+    std::vector<std::optional<RegionSpec>> specs(p.regions.size());
+    std::optional<EmitFailure> failure;
+    for (size_t r = 0; r < p.regions.size() && !failure; ++r) {
+      const Region& region = p.regions[r];
+      cg.region_name[r] = fmt::format("{}.r{} {}", opt.name, r, region_label(cg.lowered, region));
+      details[r] = nodes_of(cg.lowered, region, &cg.region_nodes[r]);
+      if (region.kind != Region::Kind::kTile && region.kind != Region::Kind::kMatmul) continue;
+      try {
+        specs[r] = spec_of(cg.lowered, p, static_cast<int>(r), cg.region_name[r]);
+      } catch (const std::exception& e) {
+        failure = EmitFailure{static_cast<int>(r), e.what()};
+      }
+    }
+    struct Unit {
+      std::vector<size_t> regions;
+      Part part;
+    };
+    std::vector<Unit> units;
+    int window = 0;
+    for (size_t r = 0; r < p.regions.size() && !failure;) {
+      const Region& region = p.regions[r];
+      Unit u;
+      u.regions = {r};
+      Part& part = u.part;
+      part.name = cg.region_name[r];
+      part.detail = details[r];
+      if (!specs[r]) {  // eager or host: placeholders
+        part.barrier = true;
+        units.push_back(std::move(u));
+        ++r;
+        continue;
+      }
+      // Alike flat regions that follow, independent of the group.
+      std::set<size_t> members{r};
+      size_t next = r + 1;
+      if (!specs[r]->matmul && tile_program_is_flat(specs[r]->tile, half)) {
+        while (next < p.regions.size() && specs[next] && !specs[next]->matmul &&
+               p.regions[next].segment == region.segment &&
+               tile_program_is_flat(specs[next]->tile, half) &&
+               same_structure(specs[next]->tile, specs[r]->tile) &&
+               std::none_of(p.regions[next].deps.begin(), p.regions[next].deps.end(),
+                            [&](int d) { return members.count(static_cast<size_t>(d)) > 0; })) {
+          members.insert(next);
+          u.regions.push_back(next);
+          ++next;
+        }
+      }
+      try {
+        if (u.regions.size() > 1) {
+          std::vector<TileProgramSpec> group;
+          for (size_t m : u.regions) {
+            group.push_back(specs[m]->tile);
+            if (m != r) part.detail += ", " + details[m];
+          }
+          part.name = fmt::format("{}.r{}-r{} {} (x{})", opt.name, r, u.regions.back(),
+                                  region_label(cg.lowered, region), u.regions.size());
+          part.program = build_tile_program_group(part.name, group, half);
+        } else {
+          part.program = emit(*specs[r], half);
+        }
+        part.sbuf_base = window * half.sbuf.partition_bytes;
+        part.psum_base = window * half.psum.partition_bytes;
+        window ^= 1;
+      } catch (const std::length_error&) {
+        try {
+          if (u.regions.size() > 1) throw std::length_error("group too large");
+          part.program = emit(*specs[r], core);
+        } catch (const std::exception& e) {
+          failure = EmitFailure{static_cast<int>(r), e.what()};
+        }
+      } catch (const std::exception& e) {
+        failure = EmitFailure{static_cast<int>(r), e.what()};
+      }
+      part.program.name = part.name;
+      units.push_back(std::move(u));
+      r = next;
+    }
+    if (failure) {
+      // Its nodes run with their eager kernels instead.
+      for (int n : cg.region_nodes[static_cast<size_t>(failure->region)]) {
+        opaque[static_cast<size_t>(n)] = true;
+        forced_reason[static_cast<size_t>(n)] = "its fused region did not compile: " + failure->why;
+      }
+      continue;
+    }
+    // Segments: split at host regions.
+    cg.segments.assign(static_cast<size_t>(p.segments), Segment{});
+    for (Unit& u : units) {
+      const Region& region = p.regions[u.regions[0]];
+      Segment& seg = cg.segments.at(static_cast<size_t>(region.segment));
+      if (region.kind == Region::Kind::kHost) {
+        seg.host_node = cg.lowered.ops.at(static_cast<size_t>(region.ops[0])).node;
+        continue;
+      }
+      seg.eager_node.push_back(region.kind == Region::Kind::kEager
+                                   ? cg.lowered.ops.at(static_cast<size_t>(region.ops[0])).node
+                                   : -1);
+      cg.instructions += u.part.program.instruction_count();
+      seg.parts.push_back(std::move(u.part));
+    }
+    for (Segment& seg : cg.segments) {
+      const bool eager =
+          std::any_of(seg.eager_node.begin(), seg.eager_node.end(), [](int n) { return n >= 0; });
+      // The values every part addresses: link once to find them (and keep the result when
+      // nothing is spliced in at run time).
+      LinkedProgram l = link(cg.name, seg.parts, cg.lowered.root, core);
+      std::set<int> vs;
+      for (const Relocation& rel : l.relocations) vs.insert(rel.value);
+      seg.values.assign(vs.begin(), vs.end());
+      if (!eager) {
+        seg.linked = std::move(l);
+        seg.prelinked = true;
+      }
+    }
+    break;
+  }
+  // Per node: how it runs.
+  const size_t nn = g.nodes().size();
+  cg.node_class.assign(nn, NodeClass::kView);
+  cg.node_region.assign(nn, -1);
+  cg.node_reason.assign(nn, "");
+  for (size_t i = 0; i < cg.lowered.ops.size(); ++i) {
+    const Op& op = cg.lowered.ops[i];
+    const size_t n = static_cast<size_t>(op.node);
+    const int r = cg.partition.region_of_op[i];
+    if (op.kind == Op::Kind::kOpaque && r < 0) {
+      cg.node_class[n] = NodeClass::kCpu;
+    } else if (op.kind == Op::Kind::kOpaque) {
+      cg.node_class[n] = g.nodes()[n].device_kernel ? NodeClass::kEager : NodeClass::kHost;
+      cg.node_region[n] = r;
+      cg.node_reason[n] = forced_reason[n].empty() ? op.reason : forced_reason[n];
+    } else if (op.kind != Op::Kind::kView || r >= 0) {
+      if (op.kind != Op::Kind::kView) cg.node_class[n] = NodeClass::kFused;
+      if (cg.node_region[n] < 0) cg.node_region[n] = r;
+    }
+  }
+  return cg;
+}
+
+}  // namespace neuronsim::kernels::graph

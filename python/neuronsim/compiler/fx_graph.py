@@ -1,0 +1,169 @@
+"""An ATen FX graph (after AOT autograd) as the graph compiler's input: every tensor an FX node
+produces becomes a value with its layout, every ATen call a node with schema-named arguments.
+The compiler itself (lowering, fusion, program emission) is C++ (kernels/graph)."""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+from neuronsim import _C
+
+# Random ops have device kernels of their own (backend/aten/random_ops.cpp), outside the kernel
+# library's timing table.
+_RANDOM_OPS = {
+    "aten::native_dropout",
+    "aten::bernoulli",
+    "aten::uniform",
+    "aten::normal",
+    "aten::random",
+    "aten::rand",
+    "aten::rand_like",
+    "aten::randn",
+    "aten::randn_like",
+}
+
+
+class UnsupportedGraph(Exception):
+    """A graph the compiler cannot take (the backend runs it with eager kernels instead)."""
+
+
+@dataclass
+class GraphDescription:
+    builder: object
+    call_nodes: list = field(default_factory=list)  # FX nodes given to C++, by node index
+    value_node: dict = field(default_factory=dict)  # value id -> FX node holding the tensor
+    input_nodes: list = field(
+        default_factory=list
+    )  # the graph inputs, in order (placeholders, get_attr)
+
+
+# Ops whose eager path does host work (the CPU convolution, charged as host time): they end a
+# launch rather than join it.
+_HOST_OPS = {"aten::convolution", "aten::convolution_backward"}
+
+
+def has_device_kernel(op: str, overload: str = "default") -> bool:
+    """Whether the eager backend runs `op` on the device: a kernel-library op, a random op, or a
+    composite that decomposes into device ops when it runs. Everything else (structured out=
+    kernels with no device version, the CPU convolution) is host work."""
+    if op in _HOST_OPS:
+        return False
+    if op in _RANDOM_OPS or _C._has_device_kernel(op):
+        return True
+    name = op if overload in ("", "default") else f"{op}.{overload}"
+    return any(
+        torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+        for key in ("CompositeImplicitAutograd", "CompositeExplicitAutograd")
+    )
+
+
+def describe(gm: torch.fx.GraphModule, concrete) -> GraphDescription:
+    """Describes `gm`; `concrete` turns a (possibly symbolic) size into an int."""
+    b = _C._GraphBuilder()
+    d = GraphDescription(b)
+    value_of: dict = {}
+    tuple_values: dict = {}
+
+    def add_value(name, t) -> int:
+        if t.layout != torch.strided:
+            raise UnsupportedGraph(f"{name} has layout {t.layout}")
+        sizes = [concrete(s) for s in t.shape]
+        strides = [concrete(s) for s in t.stride()]
+        return b.add_value(
+            name,
+            str(t.dtype).removeprefix("torch."),
+            sizes,
+            strides,
+            concrete(t.storage_offset()),
+            t.device.type == "neuron",
+        )
+
+    def convert(x):
+        if isinstance(x, torch.fx.Node):
+            if x in value_of:
+                return ("tensor", value_of[x])
+            val = x.meta.get("val")
+            if isinstance(val, torch.SymInt | torch.SymFloat | torch.SymBool | int | float | bool):
+                return convert(val)
+            raise UnsupportedGraph(f"argument {x.name} is neither a tensor nor a number")
+        if isinstance(x, list | tuple):
+            if any(isinstance(e, torch.fx.Node) and e in value_of for e in x):
+                return ("tensors", [value_of[e] if e is not None else -1 for e in x])
+            return [convert(e) for e in x]
+        if isinstance(x, torch.SymBool):
+            return bool(concrete(x))
+        if isinstance(x, torch.SymInt):
+            return int(concrete(x))
+        if isinstance(x, torch.SymFloat):
+            return float(concrete(x))
+        if x is None or isinstance(x, bool | int | float | str):
+            return x
+        if isinstance(x, torch.dtype):
+            return str(x).removeprefix("torch.")
+        return str(x)
+
+    for n in gm.graph.nodes:
+        if n.op in ("placeholder", "get_attr"):
+            val = n.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                v = add_value(n.name, val)
+                b.add_input(v)
+                value_of[n] = v
+                d.value_node[v] = n
+                d.input_nodes.append(n)
+            continue
+        if n.op == "output":
+            for x in pytree.tree_leaves(n.args[0]):
+                if isinstance(x, torch.fx.Node) and x in value_of:
+                    b.add_output(value_of[x])
+            continue
+        if n.op != "call_function":
+            raise UnsupportedGraph(f"{n.op} node {n.name}")
+        if n.target is operator.getitem:
+            src, idx = n.args
+            if src in tuple_values and tuple_values[src][idx] >= 0:
+                v = tuple_values[src][idx]
+                value_of[n] = v
+                d.value_node[v] = n
+            continue
+        val = n.meta.get("val")
+        outputs = []
+        if isinstance(val, torch.Tensor):
+            outputs = [add_value(n.name, val)]
+            value_of[n] = outputs[0]
+            d.value_node[outputs[0]] = n
+        elif isinstance(val, list | tuple):
+            outputs = [
+                add_value(f"{n.name}.{i}", x) if isinstance(x, torch.Tensor) else -1
+                for i, x in enumerate(val)
+            ]
+            tuple_values[n] = outputs
+        if isinstance(n.target, torch._ops.OpOverload):
+            schema = n.target._schema
+            op, overload = schema.name, schema.overload_name or "default"
+            args = []
+            for i, a in enumerate(schema.arguments):
+                if i < len(n.args) and not a.kwarg_only:
+                    x = n.args[i]
+                elif a.name in n.kwargs:
+                    x = n.kwargs[a.name]
+                elif a.has_default_value():
+                    x = a.default_value
+                else:
+                    x = None
+                args.append((a.name, convert(x)))
+            kernel = has_device_kernel(op, overload)
+        else:
+            # A Python callable (a higher-order op or a helper): runs on the host as it is.
+            op = f"python::{getattr(n.target, '__name__', n.target)}"
+            overload, kernel = "", False
+            flat = pytree.tree_leaves((n.args, n.kwargs))
+            args = [(f"arg{i}", convert(x)) for i, x in enumerate(flat)]
+        b.add_node(n.name, op, overload, args, outputs, kernel)
+        d.call_nodes.append(n)
+    return d

@@ -1,0 +1,336 @@
+// The graph compiler (kernels/graph): ATen-level graphs are lowered, fused into regions, emitted
+// and linked into one program per segment, which runs in full mode on a simulated core and must
+// compute what the graph means (host references in double precision).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "neuronsim/device/dtype.h"
+#include "neuronsim/kernels/graph/compiler.h"
+#include "test_util.h"
+
+namespace neuronsim {
+namespace {
+
+using kernels::graph::Arg;
+using kernels::graph::CompiledGraph;
+using kernels::graph::Graph;
+using kernels::graph::Node;
+using kernels::graph::NodeClass;
+using kernels::graph::TensorMeta;
+
+TensorMeta meta(std::vector<int64_t> sizes, std::vector<int64_t> strides = {},
+                const std::string& type = "float32") {
+  TensorMeta m;
+  m.sizes = std::move(sizes);
+  m.strides = strides.empty() ? kernels::graph::contiguous_strides(m.sizes) : std::move(strides);
+  m.type_name = type;
+  m.dtype = type == "bfloat16" ? device::DType::kBf16
+            : type == "bool"   ? device::DType::kUint8
+                               : device::DType::kFp32;
+  return m;
+}
+
+// A graph under construction with device memory for its values.
+class GraphHarness {
+ public:
+  GraphHarness() : dev_(testing::make_device()) {}
+
+  const device::CoreParams& core() const { return dev_->params().core; }
+  Graph& graph() { return g_; }
+
+  int input(const std::string& name, std::vector<int64_t> sizes, float stddev = 1.0f) {
+    const int v = g_.add_value(meta(std::move(sizes)), name);
+    g_.add_input(v);
+    allocate(v);
+    std::normal_distribution<float> d(0.0f, stddev);
+    for (uint64_t i = 0; i < g_.value(v).meta.numel(); ++i) at(v, i) = d(rng_);
+    return v;
+  }
+  /// A node with one result; `alias` names the value a view result shares memory with.
+  int node(const std::string& name, const std::string& op,
+           std::vector<std::pair<std::string, Arg>> args, TensorMeta out, int alias = -1,
+           bool device_kernel = true) {
+    const int v = g_.add_value(std::move(out), name);
+    Node n;
+    n.name = name;
+    n.op = op;
+    n.overload = "default";
+    n.args = std::move(args);
+    n.outputs = {v};
+    n.device_kernel = device_kernel;
+    g_.add_node(std::move(n));
+    if (alias >= 0) {
+      address_[v] = address_.at(alias);
+    } else {
+      allocate(v);
+    }
+    return v;
+  }
+  int multi(const std::string& name, const std::string& op,
+            std::vector<std::pair<std::string, Arg>> args, std::vector<TensorMeta> outs) {
+    Node n;
+    n.name = name;
+    n.op = op;
+    n.overload = "default";
+    n.args = std::move(args);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const int v = g_.add_value(outs[i], name + "." + std::to_string(i));
+      n.outputs.push_back(v);
+      allocate(v);
+    }
+    const int first = n.outputs[0];
+    g_.add_node(std::move(n));
+    return first;
+  }
+
+  /// Element i (row-major over the value's sizes) of an fp32 value.
+  float& at(int v, uint64_t i) {
+    const TensorMeta& m = g_.value(v).meta;
+    uint64_t off = 0, rem = i;
+    for (size_t d = m.sizes.size(); d-- > 0;) {
+      off += (rem % static_cast<uint64_t>(m.sizes[d])) * static_cast<uint64_t>(m.strides[d]);
+      rem /= static_cast<uint64_t>(m.sizes[d]);
+    }
+    return *reinterpret_cast<float*>(dev_->hbm_data() + address_.at(v) + off * 4);
+  }
+
+  CompiledGraph compile() { return kernels::graph::compile_graph(g_, core(), {"test", 64}); }
+  /// Runs every segment of the compiled graph (no eager nodes) in full mode.
+  device::RunResult run(CompiledGraph& cg) {
+    std::vector<uint64_t> addr(g_.values().size(), kernels::graph::kNoAddress);
+    for (const auto& [v, a] : address_) addr[static_cast<size_t>(v)] = a;
+    device::RunResult last;
+    for (auto& seg : cg.segments) {
+      EXPECT_TRUE(seg.prelinked);
+      kernels::graph::relocate(seg.linked, addr);
+      last = dev_->run(0, seg.linked.program);
+    }
+    return last;
+  }
+
+ private:
+  void allocate(int v) {
+    const uint64_t bytes = std::max<uint64_t>(g_.value(v).meta.numel(), 1) * 4;
+    address_[v] = next_;
+    next_ += (bytes + 4095) / 4096 * 4096;
+  }
+  std::unique_ptr<device::Device> dev_;
+  Graph g_;
+  std::map<int, uint64_t> address_;
+  uint64_t next_ = 1 << 20;
+  std::mt19937 rng_{7};
+};
+
+Arg T(int v) {
+  return Arg::tensor(v);
+}
+
+double gelu(double x) {
+  return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+}
+
+TEST(GraphCompiler, LinearBiasGeluIsOneMatmulRegionWithItsEpilogue) {
+  GraphHarness h;
+  const int64_t M = 200, K = 96, N = 136;
+  const int x = h.input("x", {M, K});
+  const int w = h.input("w", {N, K}, 0.1f);
+  const int b = h.input("b", {N});
+  const int wt = h.node("t", "aten::t", {{"self", T(w)}}, meta({K, N}, {1, K}), w);
+  const int mm = h.node("addmm", "aten::addmm",
+                        {{"self", T(b)},
+                         {"mat1", T(x)},
+                         {"mat2", T(wt)},
+                         {"beta", Arg::integer(1)},
+                         {"alpha", Arg::integer(1)}},
+                        meta({M, N}));
+  const int y = h.node("gelu", "aten::gelu",
+                       {{"self", T(mm)}, {"approximate", Arg::string("none")}}, meta({M, N}));
+  h.graph().add_output(y);
+  CompiledGraph cg = h.compile();
+  ASSERT_EQ(cg.segments.size(), 1u);
+  ASSERT_EQ(cg.partition.regions.size(), 1u);
+  EXPECT_EQ(cg.node_class[1], NodeClass::kFused);
+  EXPECT_EQ(cg.node_class[2], NodeClass::kFused);
+  h.run(cg);
+  double worst = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = h.at(b, static_cast<uint64_t>(n));
+      for (int64_t k = 0; k < K; ++k) {
+        acc += double(h.at(x, static_cast<uint64_t>(m * K + k))) *
+               h.at(w, static_cast<uint64_t>(n * K + k));
+      }
+      worst = std::max(worst, std::abs(gelu(acc) - h.at(y, static_cast<uint64_t>(m * N + n))));
+    }
+  }
+  EXPECT_LT(worst, 1e-4);
+  // The pre-activation is not stored: nothing outside the region uses it.
+  EXPECT_EQ(cg.partition.stored_by[static_cast<size_t>(mm)], -1);
+}
+
+TEST(GraphCompiler, SoftmaxFusesWithItsProducerAndConsumer) {
+  GraphHarness h;
+  const int64_t R = 300, C = 80;
+  const int x = h.input("x", {3, 100, C});
+  const int s =
+      h.node("mul", "aten::mul", {{"self", T(x)}, {"other", Arg::number(0.5)}}, meta({3, 100, C}));
+  const int p =
+      h.node("softmax", "aten::_softmax",
+             {{"self", T(s)}, {"dim", Arg::integer(-1)}, {"half_to_float", Arg::boolean(false)}},
+             meta({3, 100, C}));
+  const int y = h.node("add", "aten::add",
+                       {{"self", T(p)}, {"other", Arg::number(1.0)}, {"alpha", Arg::integer(1)}},
+                       meta({3, 100, C}));
+  h.graph().add_output(y);
+  CompiledGraph cg = h.compile();
+  ASSERT_EQ(cg.partition.regions.size(), 1u);
+  h.run(cg);
+  double worst = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    double m = -1e30, sum = 0;
+    for (int64_t c = 0; c < C; ++c)
+      m = std::max(m, 0.5 * h.at(x, static_cast<uint64_t>(r * C + c)));
+    for (int64_t c = 0; c < C; ++c)
+      sum += std::exp(0.5 * h.at(x, static_cast<uint64_t>(r * C + c)) - m);
+    for (int64_t c = 0; c < C; ++c) {
+      const double want = std::exp(0.5 * h.at(x, static_cast<uint64_t>(r * C + c)) - m) / sum + 1.0;
+      worst = std::max(worst, std::abs(want - h.at(y, static_cast<uint64_t>(r * C + c))));
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+}
+
+TEST(GraphCompiler, LayerNormStoresItsStatisticsAndWeightGradientSumsOverRows) {
+  GraphHarness h;
+  const int64_t R = 130, D = 64;
+  const int x = h.input("x", {R, D});
+  const int w = h.input("w", {D});
+  const int b = h.input("b", {D});
+  const int out = h.multi("ln", "aten::native_layer_norm",
+                          {{"input", T(x)},
+                           {"normalized_shape", Arg::integers({D})},
+                           {"weight", T(w)},
+                           {"bias", T(b)},
+                           {"eps", Arg::number(1e-5)}},
+                          {meta({R, D}), meta({R, 1}), meta({R, 1})});
+  const int mean = out + 1, rstd = out + 2;
+  // A bias-gradient-like column sum of the result, in the same region.
+  const int cs = h.node(
+      "sum", "aten::sum",
+      {{"self", T(out)}, {"dim", Arg::integers({0})}, {"keepdim", Arg::boolean(false)}}, meta({D}));
+  for (int v : {out, mean, rstd, cs}) h.graph().add_output(v);
+  CompiledGraph cg = h.compile();
+  ASSERT_EQ(cg.partition.regions.size(), 1u) << cg.region_name[0];
+  h.run(cg);
+  std::vector<double> colsum(D, 0.0);
+  double worst = 0;
+  for (int64_t r = 0; r < R; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t d = 0; d < D; ++d) mu += h.at(x, static_cast<uint64_t>(r * D + d));
+    mu /= D;
+    for (int64_t d = 0; d < D; ++d)
+      var += std::pow(h.at(x, static_cast<uint64_t>(r * D + d)) - mu, 2);
+    var /= D;
+    const double rs = 1.0 / std::sqrt(var + 1e-5);
+    worst = std::max(worst, std::abs(mu - h.at(mean, static_cast<uint64_t>(r))));
+    worst = std::max(worst, std::abs(rs - h.at(rstd, static_cast<uint64_t>(r))));
+    for (int64_t d = 0; d < D; ++d) {
+      const double y = (h.at(x, static_cast<uint64_t>(r * D + d)) - mu) * rs *
+                           h.at(w, static_cast<uint64_t>(d)) +
+                       h.at(b, static_cast<uint64_t>(d));
+      colsum[static_cast<size_t>(d)] += y;
+      worst = std::max(worst, std::abs(y - h.at(out, static_cast<uint64_t>(r * D + d))));
+    }
+  }
+  for (int64_t d = 0; d < D; ++d) {
+    worst = std::max(
+        worst, std::abs(colsum[static_cast<size_t>(d)] - h.at(cs, static_cast<uint64_t>(d))) / 10);
+  }
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST(GraphCompiler, RegionsChainInOneLaunchWithSections) {
+  GraphHarness h;
+  const int64_t M = 128, K = 64, N = 64;
+  const int x = h.input("x", {M, K});
+  const int w1 = h.input("w1", {K, N}, 0.2f);
+  const int w2 = h.input("w2", {N, N}, 0.2f);
+  const int a = h.node("mm1", "aten::mm", {{"self", T(x)}, {"mat2", T(w1)}}, meta({M, N}));
+  const int r = h.node("relu", "aten::relu", {{"self", T(a)}}, meta({M, N}));
+  const int c = h.node("mm2", "aten::mm", {{"self", T(r)}, {"mat2", T(w2)}}, meta({M, N}));
+  h.graph().add_output(c);
+  CompiledGraph cg = h.compile();
+  ASSERT_EQ(cg.segments.size(), 1u);
+  ASSERT_EQ(cg.partition.regions.size(), 2u);
+  EXPECT_EQ(cg.segments[0].linked.program.sections.size(), 2u);
+  h.run(cg);
+  double worst = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    std::vector<double> hid(N);
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k)
+        s += double(h.at(x, static_cast<uint64_t>(m * K + k))) *
+             h.at(w1, static_cast<uint64_t>(k * N + n));
+      hid[static_cast<size_t>(n)] = std::max(s, 0.0);
+    }
+    for (int64_t n = 0; n < N; ++n) {
+      double s = 0;
+      for (int64_t k = 0; k < N; ++k)
+        s += hid[static_cast<size_t>(k)] * h.at(w2, static_cast<uint64_t>(k * N + n));
+      worst = std::max(worst, std::abs(s - h.at(c, static_cast<uint64_t>(m * N + n))));
+    }
+  }
+  EXPECT_LT(worst, 1e-4);
+}
+
+TEST(GraphCompiler, OpaqueNodesAreEagerOrHostAndSplitSegments) {
+  GraphHarness h;
+  const int x = h.input("x", {16, 8});
+  const int a = h.node("exp", "aten::exp", {{"self", T(x)}}, meta({16, 8}));
+  const int s = h.node("cumsum", "aten::cumsum", {{"self", T(a)}, {"dim", Arg::integer(0)}},
+                       meta({16, 8}), -1, /*device_kernel=*/false);
+  const int e = h.node("emb", "aten::embedding_dense_backward", {{"grad_output", T(s)}},
+                       meta({16, 8}), -1, /*device_kernel=*/true);
+  const int y = h.node("neg", "aten::neg", {{"self", T(e)}}, meta({16, 8}));
+  h.graph().add_output(y);
+  CompiledGraph cg = h.compile();
+  EXPECT_EQ(cg.node_class[0], NodeClass::kFused);
+  EXPECT_EQ(cg.node_class[1], NodeClass::kHost);
+  EXPECT_EQ(cg.node_class[2], NodeClass::kEager);
+  EXPECT_EQ(cg.node_class[3], NodeClass::kFused);
+  ASSERT_EQ(cg.segments.size(), 2u);
+  EXPECT_EQ(cg.segments[0].host_node, 1);
+  EXPECT_FALSE(cg.segments[1].prelinked);  // the eager node's programs are spliced in at run time
+  EXPECT_NE(cg.node_reason[1].find("no lowering"), std::string::npos) << cg.node_reason[1];
+}
+
+TEST(GraphCompiler, ViewsBetweenRegionsReadStridedMemory) {
+  GraphHarness h;
+  // y = (x^T + 1) where x^T is a transposing view of a region's result: two regions.
+  const int x = h.input("x", {48, 40});
+  const int a =
+      h.node("mul", "aten::mul", {{"self", T(x)}, {"other", Arg::number(2.0)}}, meta({48, 40}));
+  const int t = h.node("t", "aten::t", {{"self", T(a)}}, meta({40, 48}, {1, 40}), a);
+  const int y = h.node("add", "aten::add",
+                       {{"self", T(t)}, {"other", Arg::number(1.0)}, {"alpha", Arg::integer(1)}},
+                       meta({40, 48}));
+  h.graph().add_output(y);
+  CompiledGraph cg = h.compile();
+  ASSERT_EQ(cg.partition.regions.size(), 2u);
+  h.run(cg);
+  double worst = 0;
+  for (int64_t i = 0; i < 40; ++i) {
+    for (int64_t j = 0; j < 48; ++j) {
+      const double want = 2.0 * h.at(x, static_cast<uint64_t>(j * 40 + i)) + 1.0;
+      worst = std::max(worst, std::abs(want - h.at(y, static_cast<uint64_t>(i * 48 + j))));
+    }
+  }
+  EXPECT_LT(worst, 1e-6);
+}
+
+}  // namespace
+}  // namespace neuronsim

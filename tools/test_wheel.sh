@@ -61,7 +61,9 @@ print("wheel: SystemC loaded from", *sorted(systemc))
 EOF
 "$user_venv/bin/neuronsim" ls
 "$user_venv/bin/ncsim" presets list
-if ! ldd "$user_venv"/lib/python3*/site-packages/neuronsim/bin/ncsim | grep -q 'libsystemc.*/_libs/'; then
+# ldd's whole output first: `ldd | grep -q` under pipefail fails when grep exits before ldd ends.
+ncsim_libs=$(ldd "$user_venv"/lib/python3*/site-packages/neuronsim/bin/ncsim)
+if ! grep -q 'libsystemc.*/_libs/' <<<"$ncsim_libs"; then
   echo "test_wheel: ncsim does not resolve SystemC inside the wheel" >&2
   exit 1
 fi
@@ -75,7 +77,7 @@ err=$("$user_venv/bin/python" -c "import neuronsim" 2>&1)
 rc=$?
 set -e
 cp "$dist/build_info.py" "$info"
-if [ $rc -eq 0 ] || [ "$(echo "$err" | wc -l)" -ne 1 ] || ! echo "$err" | grep -q "built against torch 2.12.0"; then
+if [ $rc -eq 0 ] || [ "$(echo "$err" | wc -l)" -ne 1 ] || ! grep -q "built against torch 2.12.0" <<<"$err"; then
   echo "test_wheel: a torch mismatch should fail with one line, got (rc $rc):" >&2
   echo "$err" >&2
   exit 1

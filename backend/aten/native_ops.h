@@ -40,6 +40,8 @@ struct OpInvocation {
   const c10::IValue& arg(const std::string& name) const;
   bool has_arg(const std::string& name) const;
   double scalar(const std::string& name, double fallback) const;
+  /// An int[] / SymInt[] argument (concrete sizes).
+  std::vector<int64_t> ints(const std::string& name) const;
 };
 
 /// Builds the ISA programs that model an op's device time.
@@ -65,6 +67,7 @@ NativeOpTable softmax_ops();      // aten/softmax.cpp
 NativeOpTable layer_norm_ops();   // aten/layer_norm.cpp
 NativeOpTable indexing_ops();     // aten/indexing.cpp
 NativeOpTable loss_ops();         // aten/loss.cpp
+NativeOpTable convolution_ops();  // aten/convolution.cpp
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

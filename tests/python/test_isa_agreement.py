@@ -25,6 +25,11 @@ B2 = torch.randn(3, 130, 40)
 # A contraction longer than one staging stripe (2048 fp32 columns) of the natural-layout path.
 LK1 = torch.randn(20, 2100)
 LK2 = torch.randn(2100, 30)
+# Feature maps and conv weights (CNN kernel families).
+IMG = torch.randn(2, 6, 11, 10)
+CW = torch.randn(8, 3, 3, 3)
+IMG1 = torch.randn(2, 4, 23)
+IMG3 = torch.randn(1, 3, 5, 6, 7)
 
 EXACT = 0.0
 FP32 = 1e-5  # relative to the largest magnitude of the result
@@ -112,6 +117,35 @@ CASES = {
     "log_softmax_dim0": (lambda a: a.log_softmax(0), (X,), FP32),
     "layer_norm": (lambda a, w, b: _ln(a, w, b), (X, LW, LB), FP32),
     "layer_norm_plain": (lambda a: F.layer_norm(a, (300,)), (X,), FP32),
+    # convolution (shifted matmuls on TensorE)
+    "conv2d_groups_stride": (
+        lambda x, w: F.conv2d(x, w, torch.ones(8, device=x.device), stride=2, padding=1, groups=2),
+        (IMG, CW),
+        FP32,
+    ),
+    "conv1d_dilated": (
+        lambda x: F.conv1d(x, torch.ones(5, 4, 3, device=x.device) * 0.5, dilation=2),
+        (IMG1,),
+        FP32,
+    ),
+    "conv3d": (
+        lambda x: F.conv3d(x, torch.full((4, 3, 2, 3, 3), 0.1, device=x.device), padding=1),
+        (IMG3,),
+        FP32,
+    ),
+    "conv_transpose2d": (
+        lambda x, w: F.conv_transpose2d(x, w[:6], stride=2, padding=1, output_padding=1),
+        (IMG, CW),
+        FP32,
+    ),
+    "conv2d_backward": (
+        lambda x, w: torch.autograd.grad(
+            F.conv2d(x.requires_grad_(), w.requires_grad_(), padding=1, groups=2).square().sum(),
+            (x, w),
+        ),
+        (IMG, CW),
+        FP32,
+    ),
     # backward kernels
     "softmax_backward": (
         lambda a: torch.autograd.grad(a.requires_grad_().softmax(-1).square().sum(), a)[0],

@@ -55,6 +55,9 @@ struct NativeOp {
   std::string name;  // ATen base name: "aten::add" covers add, add_ and add.out
   TimingBuilder build;
   SupportCheck supports;  // null: every invocation
+  /// Arguments the op writes that its schema does not mark as written (native_batch_norm's
+  /// running statistics): ISA mode restores them, like marked ones, before the programs run.
+  std::vector<std::string> writes = {};
 };
 using NativeOpTable = std::vector<NativeOp>;
 
@@ -68,6 +71,7 @@ NativeOpTable layer_norm_ops();   // aten/layer_norm.cpp
 NativeOpTable indexing_ops();     // aten/indexing.cpp
 NativeOpTable loss_ops();         // aten/loss.cpp
 NativeOpTable convolution_ops();  // aten/convolution.cpp
+NativeOpTable batch_norm_ops();   // aten/batch_norm.cpp
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

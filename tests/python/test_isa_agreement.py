@@ -30,6 +30,22 @@ IMG = torch.randn(2, 6, 11, 10)
 CW = torch.randn(8, 3, 3, 3)
 IMG1 = torch.randn(2, 4, 23)
 IMG3 = torch.randn(1, 3, 5, 6, 7)
+RM = torch.randn(6)
+RV = torch.rand(6) + 0.5
+BIG = torch.randn(4, 6, 56, 56)  # streams through SBUF (not resident) in batch norm
+
+
+def _bn_train(x, rm, rv):
+    y = F.batch_norm(x, rm, rv, rm * 0.5 + 1, rv - 1, training=True, momentum=0.2)
+    return y, rm, rv
+
+
+def _bn_grads(x, rm, rv, training):
+    x.requires_grad_()
+    w = (rv * 2).requires_grad_()
+    y = F.batch_norm(x, rm, rv, w, rm + 1, training=training)
+    return torch.autograd.grad((y * y).sum(), (x, w))
+
 
 EXACT = 0.0
 FP32 = 1e-5  # relative to the largest magnitude of the result
@@ -144,6 +160,20 @@ CASES = {
             (x, w),
         ),
         (IMG, CW),
+        FP32,
+    ),
+    # batch norm (channels on partitions; running statistics updated in place)
+    "batch_norm_train": (_bn_train, (IMG, RM, RV), FP32),
+    "batch_norm_train_streamed": (_bn_train, (BIG, RM, RV), FP32),
+    "batch_norm_eval": (
+        lambda x, rm, rv: F.batch_norm(x, rm, rv, rv, rm),
+        (IMG1[:, :2].repeat(1, 3, 1), RM, RV),
+        FP32,
+    ),
+    "batch_norm_backward": (lambda x, rm, rv: _bn_grads(x, rm, rv, True), (BIG, RM, RV), 1e-4),
+    "batch_norm_backward_eval": (
+        lambda x, rm, rv: _bn_grads(x, rm, rv, False),
+        (IMG, RM, RV),
         FP32,
     ),
     # backward kernels

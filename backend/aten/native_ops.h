@@ -72,6 +72,7 @@ NativeOpTable indexing_ops();     // aten/indexing.cpp
 NativeOpTable loss_ops();         // aten/loss.cpp
 NativeOpTable convolution_ops();  // aten/convolution.cpp
 NativeOpTable batch_norm_ops();   // aten/batch_norm.cpp
+NativeOpTable pooling_ops();      // aten/pooling.cpp
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

@@ -182,7 +182,7 @@ Token load_band(ProgramBuilder& b, const TensorDesc& t, const Axes& a, const Ban
   const int64_t data = cnt[0] * cnt[1] * cnt[2];
   if (data == 0) {  // the band reads padding only
     b.wait(where.engine, buffer_free);
-    b.emit(where.engine, isa::memset(isa::sbuf_tile(dt, cw, where.buffer, L), 0.0f));
+    b.emit(where.engine, isa::memset(isa::sbuf_tile(dt, cw, where.buffer, L), where.fill));
     const Token t_done = b.mark(where.engine);
     if (stage_done) *stage_done = t_done;
     return t_done;
@@ -199,7 +199,8 @@ Token load_band(ProgramBuilder& b, const TensorDesc& t, const Axes& a, const Ban
   const Token staged = b.mark(where.dma);
   b.wait(where.engine, staged);
   b.wait(where.engine, buffer_free);
-  if (where.zero) b.emit(where.engine, isa::memset(isa::sbuf_tile(dt, cw, where.buffer, L), 0.0f));
+  if (where.zero)
+    b.emit(where.engine, isa::memset(isa::sbuf_tile(dt, cw, where.buffer, L), where.fill));
   const int64_t pos = (s[0].pos * band.ext[1] + s[1].pos) * band.ext[2] + s[2].pos;
   const AccessPattern dst =
       sbuf_ap(dt, 0, cw, where.buffer + static_cast<uint64_t>(pos) * es,

@@ -80,6 +80,7 @@ struct BandLoad {
   StreamId dma = dma_queue(0);
   StreamId engine = kGpSimd;
   bool zero = false;  // memset the buffer before the copy (padding not constant across bands)
+  float fill = 0.0f;  // the padding value (pooling: -inf for max)
 };
 
 /// Emits the load of channels [c0, c0 + cw) of image n of `t` (5-d) into the buffer on

@@ -176,6 +176,22 @@ CASES = {
         (IMG, RM, RV),
         FP32,
     ),
+    # pooling (max pooling returns int64 indices, so ISA mode keeps its host values)
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (IMG,), FP32),
+    "avg_pool2d_no_pad_count": (
+        lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+        (IMG,),
+        FP32,
+    ),
+    "avg_pool3d": (lambda x: F.avg_pool3d(x, 2, padding=1), (IMG3,), FP32),
+    "adaptive_avg_pool1d": (lambda x: F.adaptive_avg_pool1d(x[..., :22], 11), (IMG1,), FP32),
+    "avg_pool2d_backward": (
+        lambda x: torch.autograd.grad(
+            F.avg_pool2d(x.requires_grad_(), 3, 2, 1, count_include_pad=False).square().sum(), x
+        )[0],
+        (IMG,),
+        FP32,
+    ),
     # backward kernels
     "softmax_backward": (
         lambda a: torch.autograd.grad(a.requires_grad_().softmax(-1).square().sum(), a)[0],

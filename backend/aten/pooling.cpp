@@ -108,7 +108,7 @@ Programs build(const OpInvocation& inv) {
 bool supports(const OpInvocation& inv) {
   const Family f = family_of(inv.name);
   const at::Tensor x = f.backward ? inv.tensor(1) : inv.tensor(0);
-  if (!x.defined() || !c10::isFloatingType(x.scalar_type()) || x.numel() == 0) return false;
+  if (!x.defined() || !c10::isFloatingType(x.scalar_type())) return false;
   if (x.dim() != f.dims + 1 && x.dim() != f.dims + 2) return false;
   std::vector<int64_t> out;
   if (f.backward) {

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/native/CPUFallback.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -254,7 +255,10 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
       if (t.defined() && is_64bit(t.scalar_type())) functional = false;
     });
     const auto& alias = schema.arguments()[i].alias_info();
-    if (alias && alias->isWrite() && inv.args[i].isTensor() && is_neuron(inv.args[i].toTensor())) {
+    const bool writes = (alias && alias->isWrite()) ||
+                        std::find(native->writes.begin(), native->writes.end(),
+                                  schema.arguments()[i].name()) != native->writes.end();
+    if (writes && inv.args[i].isTensor() && is_neuron(inv.args[i].toTensor())) {
       snapshots.emplace_back(inv.args[i].toTensor(), cpu_view(inv.args[i].toTensor()).clone());
     }
   }

@@ -40,6 +40,8 @@ struct OpInvocation {
   const c10::IValue& arg(const std::string& name) const;
   bool has_arg(const std::string& name) const;
   double scalar(const std::string& name, double fallback) const;
+  /// An int[] / SymInt[] argument (concrete sizes).
+  std::vector<int64_t> ints(const std::string& name) const;
 };
 
 /// Builds the ISA programs that model an op's device time.
@@ -53,6 +55,9 @@ struct NativeOp {
   std::string name;  // ATen base name: "aten::add" covers add, add_ and add.out
   TimingBuilder build;
   SupportCheck supports;  // null: every invocation
+  /// Arguments the op writes that its schema does not mark as written (native_batch_norm's
+  /// running statistics): ISA mode restores them, like marked ones, before the programs run.
+  std::vector<std::string> writes = {};
 };
 using NativeOpTable = std::vector<NativeOp>;
 
@@ -65,6 +70,9 @@ NativeOpTable softmax_ops();      // aten/softmax.cpp
 NativeOpTable layer_norm_ops();   // aten/layer_norm.cpp
 NativeOpTable indexing_ops();     // aten/indexing.cpp
 NativeOpTable loss_ops();         // aten/loss.cpp
+NativeOpTable convolution_ops();  // aten/convolution.cpp
+NativeOpTable batch_norm_ops();   // aten/batch_norm.cpp
+NativeOpTable pooling_ops();      // aten/pooling.cpp
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

@@ -33,4 +33,14 @@ double OpInvocation::scalar(const std::string& n, double fallback) const {
   return fallback;
 }
 
+std::vector<int64_t> OpInvocation::ints(const std::string& n) const {
+  const c10::IValue& v = arg(n);
+  if (v.isIntList()) return v.toIntVector();
+  std::vector<int64_t> out;
+  for (const c10::IValue& e : v.toListRef()) {
+    out.push_back(e.isInt() ? e.toInt() : e.toSymInt().guard_int(__FILE__, __LINE__));
+  }
+  return out;
+}
+
 }  // namespace neuronsim::backend

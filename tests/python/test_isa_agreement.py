@@ -25,6 +25,27 @@ B2 = torch.randn(3, 130, 40)
 # A contraction longer than one staging stripe (2048 fp32 columns) of the natural-layout path.
 LK1 = torch.randn(20, 2100)
 LK2 = torch.randn(2100, 30)
+# Feature maps and conv weights (CNN kernel families).
+IMG = torch.randn(2, 6, 11, 10)
+CW = torch.randn(8, 3, 3, 3)
+IMG1 = torch.randn(2, 4, 23)
+IMG3 = torch.randn(1, 3, 5, 6, 7)
+RM = torch.randn(6)
+RV = torch.rand(6) + 0.5
+BIG = torch.randn(4, 6, 56, 56)  # streams through SBUF (not resident) in batch norm
+
+
+def _bn_train(x, rm, rv):
+    y = F.batch_norm(x, rm, rv, rm * 0.5 + 1, rv - 1, training=True, momentum=0.2)
+    return y, rm, rv
+
+
+def _bn_grads(x, rm, rv, training):
+    x.requires_grad_()
+    w = (rv * 2).requires_grad_()
+    y = F.batch_norm(x, rm, rv, w, rm + 1, training=training)
+    return torch.autograd.grad((y * y).sum(), (x, w))
+
 
 EXACT = 0.0
 FP32 = 1e-5  # relative to the largest magnitude of the result
@@ -112,6 +133,65 @@ CASES = {
     "log_softmax_dim0": (lambda a: a.log_softmax(0), (X,), FP32),
     "layer_norm": (lambda a, w, b: _ln(a, w, b), (X, LW, LB), FP32),
     "layer_norm_plain": (lambda a: F.layer_norm(a, (300,)), (X,), FP32),
+    # convolution (shifted matmuls on TensorE)
+    "conv2d_groups_stride": (
+        lambda x, w: F.conv2d(x, w, torch.ones(8, device=x.device), stride=2, padding=1, groups=2),
+        (IMG, CW),
+        FP32,
+    ),
+    "conv1d_dilated": (
+        lambda x: F.conv1d(x, torch.ones(5, 4, 3, device=x.device) * 0.5, dilation=2),
+        (IMG1,),
+        FP32,
+    ),
+    "conv3d": (
+        lambda x: F.conv3d(x, torch.full((4, 3, 2, 3, 3), 0.1, device=x.device), padding=1),
+        (IMG3,),
+        FP32,
+    ),
+    "conv_transpose2d": (
+        lambda x, w: F.conv_transpose2d(x, w[:6], stride=2, padding=1, output_padding=1),
+        (IMG, CW),
+        FP32,
+    ),
+    "conv2d_backward": (
+        lambda x, w: torch.autograd.grad(
+            F.conv2d(x.requires_grad_(), w.requires_grad_(), padding=1, groups=2).square().sum(),
+            (x, w),
+        ),
+        (IMG, CW),
+        FP32,
+    ),
+    # batch norm (channels on partitions; running statistics updated in place)
+    "batch_norm_train": (_bn_train, (IMG, RM, RV), FP32),
+    "batch_norm_train_streamed": (_bn_train, (BIG, RM, RV), FP32),
+    "batch_norm_eval": (
+        lambda x, rm, rv: F.batch_norm(x, rm, rv, rv, rm),
+        (IMG1[:, :2].repeat(1, 3, 1), RM, RV),
+        FP32,
+    ),
+    "batch_norm_backward": (lambda x, rm, rv: _bn_grads(x, rm, rv, True), (BIG, RM, RV), 1e-4),
+    "batch_norm_backward_eval": (
+        lambda x, rm, rv: _bn_grads(x, rm, rv, False),
+        (IMG, RM, RV),
+        FP32,
+    ),
+    # pooling (max pooling returns int64 indices, so ISA mode keeps its host values)
+    "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (IMG,), FP32),
+    "avg_pool2d_no_pad_count": (
+        lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+        (IMG,),
+        FP32,
+    ),
+    "avg_pool3d": (lambda x: F.avg_pool3d(x, 2, padding=1), (IMG3,), FP32),
+    "adaptive_avg_pool1d": (lambda x: F.adaptive_avg_pool1d(x[..., :22], 11), (IMG1,), FP32),
+    "avg_pool2d_backward": (
+        lambda x: torch.autograd.grad(
+            F.avg_pool2d(x.requires_grad_(), 3, 2, 1, count_include_pad=False).square().sum(), x
+        )[0],
+        (IMG,),
+        FP32,
+    ),
     # backward kernels
     "softmax_backward": (
         lambda a: torch.autograd.grad(a.requires_grad_().softmax(-1).square().sum(), a)[0],

@@ -1,0 +1,348 @@
+#include "neuronsim/kernels/batch_norm.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "conv_band.h"
+#include "neuronsim/device/instructions.h"
+#include "neuronsim/kernels/program_builder.h"
+#include "neuronsim/kernels/rows.h"
+
+namespace neuronsim::kernels {
+
+using namespace device;
+using Token = ProgramBuilder::Token;
+
+namespace {
+
+// [N, C, *spatial] with the spatial dims padded to three at the end (size 1).
+TensorDesc to_5d_trailing(const std::string& name, const TensorDesc& t) {
+  if (t.dim() < 2 || t.dim() > 5) {
+    throw std::invalid_argument(fmt::format("{}: input {} needs 2 to 5 dims", name, t.to_string()));
+  }
+  TensorDesc d = t;
+  while (d.dim() < 5) {
+    d.sizes.push_back(1);
+    d.strides.push_back(0);
+  }
+  return d;
+}
+
+// One chunk of a channel block's elements: image n, a box of spatial positions, and where it
+// sits in the SBUF buffer (elements).
+struct Chunk {
+  int64_t n = 0;
+  conv::Rect box;
+  uint64_t at = 0;
+};
+
+// How a channel block's N x spatial elements stream through SBUF: `resident` when `buffers`
+// full copies (plus one chunk) fit, so the data is loaded once.
+struct Plan {
+  std::vector<Chunk> chunks;
+  bool resident = false;
+  uint32_t buffer = 0;   // elements per partition of each data buffer
+  uint32_t largest = 1;  // elements of the largest chunk (scratch buffers)
+  int64_t per_channel = 0;
+};
+
+Plan plan_chunks(const TensorDesc& x5, const CoreParams& core, uint32_t buffers) {
+  Plan p;
+  const int64_t N = x5.sizes[0], S = x5.sizes[2] * x5.sizes[3] * x5.sizes[4];
+  p.per_channel = N * S;
+  if (p.per_channel == 0) return p;
+  p.resident = row_chunk(core, buffers + 1, p.per_channel) >= p.per_channel;
+  const int64_t limit = std::min<int64_t>(row_chunk(core, buffers + 1, p.per_channel), S);
+  conv::Axes a;
+  for (int x = 0; x < 3; ++x) a[x].out = x5.sizes[2 + x];
+  conv::Band band;
+  band.axis = conv::band_axis(a);
+  band.hi = a[band.axis].out;
+  const std::vector<conv::Rect> boxes = conv::make_blocks(a, band, limit);
+  int64_t largest = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    for (const conv::Rect& r : boxes) {
+      p.chunks.push_back({n, r, p.resident ? static_cast<uint64_t>(n * S + r.offset) : 0});
+      largest = std::max(largest, r.size());
+    }
+  }
+  p.buffer = static_cast<uint32_t>(p.resident ? p.per_channel : largest);
+  p.largest = static_cast<uint32_t>(std::max<int64_t>(largest, 1));
+  return p;
+}
+
+// Channels [c0, c0 + cw) of a [C] vector, one per partition.
+AccessPattern channel_ap(const TensorDesc& t, int64_t c0, uint32_t cw) {
+  const int64_t st = t.strides.empty() ? 1 : t.strides[0];
+  return hbm_ap(t, c0 * st, cw, st, {});
+}
+
+// A chunk of channels [c0, c0 + cw) of a 5-d feature map.
+AccessPattern chunk_ap(const TensorDesc& t5, int64_t c0, uint32_t cw, const Chunk& k) {
+  return conv::feature_ap(t5, k.n, c0, cw, k.box.start, k.box.count);
+}
+
+// Per-channel fp32 columns [cw, 1] in one SBUF area.
+struct Columns {
+  uint64_t base = 0;
+  uint32_t cw = 0;
+  AccessPattern operator[](int i) const {
+    return isa::sbuf_tile(DType::kFp32, cw, base + static_cast<uint64_t>(i) * 4, 1);
+  }
+};
+
+}  // namespace
+
+Program build_batch_norm(const std::string& name, const BatchNormIo& io, const CoreParams& core) {
+  const TensorDesc x5 = to_5d_trailing(name, io.in), y5 = to_5d_trailing(name, io.out);
+  if (x5.sizes != y5.sizes) {
+    throw std::invalid_argument(fmt::format("{}: output {} does not match input {}", name,
+                                            io.out.to_string(), io.in.to_string()));
+  }
+  if (!io.training && !(io.running_mean && io.running_var)) {
+    throw std::invalid_argument(name + ": eval mode needs running_mean and running_var");
+  }
+  ProgramBuilder b(name, core);
+  const Plan plan = plan_chunks(x5, core, 1);
+  const uint32_t P = core.sbuf.partitions;
+  const uint64_t x_off = b.alloc_sbuf(uint64_t{std::max<uint32_t>(plan.buffer, 1)} * 4),
+                 y_off = b.alloc_sbuf(uint64_t{plan.largest} * 4), s_off = b.alloc_sbuf(16 * 4);
+  const StreamId qin = dma_queue(0), qout = dma_queue(1), qparam = dma_queue(2);
+  const int64_t C = x5.sizes[1], M = plan.per_channel;
+  const float inv_m = M > 0 ? 1.0f / static_cast<float>(M) : 0.0f;
+  const float m = io.momentum;
+  Token free_all;
+  for (int64_t c0 = 0; c0 < C; c0 += P) {
+    const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(P, C - c0));
+    const Columns col{s_off, cw};
+    const AccessPattern sum = col[0], part = col[1], neg_mean = col[2], ssq = col[3], rstd = col[4],
+                        scale = col[5], shift = col[6], w = col[7], bb = col[8], rm = col[9],
+                        rv = col[10], t1 = col[11];
+    // Parameters and running statistics.
+    b.wait(qparam, free_all);
+    if (io.weight) b.emit(qparam, isa::dma_copy(w, channel_ap(*io.weight, c0, cw)));
+    if (io.bias) b.emit(qparam, isa::dma_copy(bb, channel_ap(*io.bias, c0, cw)));
+    if (io.running_mean) b.emit(qparam, isa::dma_copy(rm, channel_ap(*io.running_mean, c0, cw)));
+    if (io.running_var) b.emit(qparam, isa::dma_copy(rv, channel_ap(*io.running_var, c0, cw)));
+    const Token params = b.mark(qparam);
+    auto x_of = [&](const Chunk& k) {
+      return isa::sbuf_tile(DType::kFp32, cw, x_off + k.at * 4,
+                            static_cast<uint32_t>(k.box.size()));
+    };
+    auto load = [&](const Chunk& k, int pass) {
+      // Resident data is loaded by the first pass only (eval has only the last).
+      if (plan.resident && pass > (io.training ? 0 : 2)) return b.mark(qin);
+      b.wait(qin, free_all);
+      b.emit(qin, isa::dma_copy(x_of(k), chunk_ap(x5, c0, cw, k)));
+      return b.mark(qin);
+    };
+    if (io.training) {
+      // Pass 1: the mean. Pass 2: the sum of squares around it.
+      b.wait(kVector, free_all);
+      b.emit(kVector, isa::memset(sum, 0.0f));
+      b.emit(kVector, isa::memset(ssq, 0.0f));
+      for (const Chunk& k : plan.chunks) {
+        b.wait(kVector, load(k, 0));
+        b.emit(kVector, isa::tensor_reduce(part, x_of(k), ReduceOp::kAdd));
+        b.emit(kVector, isa::tensor_tensor(sum, sum, part, AluOp::kAdd));
+        free_all = b.mark(kVector);
+      }
+      b.emit(kVector, isa::tensor_scalar(neg_mean, sum, AluOp::kMultiply, isa::imm(-inv_m)));
+      free_all = b.mark(kVector);
+      for (const Chunk& k : plan.chunks) {
+        const Token loaded = load(k, 1);
+        b.wait(kScalar, loaded);
+        b.wait(kScalar, free_all);
+        Instruction sq = isa::activation(
+            isa::sbuf_tile(DType::kFp32, cw, y_off, static_cast<uint32_t>(k.box.size())), x_of(k),
+            ActFunc::kSquare, isa::imm(1.0f), isa::per_partition(neg_mean));
+        sq.has_acc_dst = true;
+        sq.acc_dst = part;
+        b.emit(kScalar, sq);
+        b.wait(kVector, b.mark(kScalar));
+        b.emit(kVector, isa::tensor_tensor(ssq, ssq, part, AluOp::kAdd));
+        free_all = b.mark(kVector);
+      }
+      b.wait(kScalar, free_all);
+      b.emit(kScalar,
+             isa::activation(rstd, ssq, ActFunc::kRsqrt, isa::imm(inv_m), isa::imm(io.eps)));
+      b.wait(kVector, b.mark(kScalar));
+    } else {
+      b.wait(kScalar, params);
+      b.wait(kScalar, free_all);
+      b.emit(kScalar, isa::activation(rstd, rv, ActFunc::kRsqrt, isa::imm(1.0f), isa::imm(io.eps)));
+      b.wait(kVector, b.mark(kScalar));
+      b.emit(kVector, isa::tensor_scalar(neg_mean, rm, AluOp::kMultiply, isa::imm(-1.0f)));
+    }
+    // y = x * scale + shift: scale = weight * rstd, shift = bias - mean * scale.
+    b.wait(kVector, params);
+    if (io.weight)
+      b.emit(kVector, isa::tensor_tensor(scale, rstd, w, AluOp::kMultiply));
+    else
+      b.emit(kVector, isa::tensor_copy(scale, rstd));
+    b.emit(kVector, isa::tensor_tensor(shift, neg_mean, scale, AluOp::kMultiply));
+    if (io.bias) b.emit(kVector, isa::tensor_tensor(shift, shift, bb, AluOp::kAdd));
+    free_all = b.mark(kVector);
+    for (const Chunk& k : plan.chunks) {
+      const AccessPattern x = x_of(k);
+      const AccessPattern y = plan.resident ? x
+                                            : isa::sbuf_tile(DType::kFp32, cw, y_off,
+                                                             static_cast<uint32_t>(k.box.size()));
+      b.wait(kVector, load(k, 2));
+      b.wait(kVector, free_all);
+      b.emit(kVector, isa::tensor_scalar(y, x, AluOp::kMultiply, isa::per_partition(scale),
+                                         AluOp::kAdd, isa::per_partition(shift)));
+      b.wait(qout, b.mark(kVector));
+      b.emit(qout, isa::dma_copy(chunk_ap(y5, c0, cw, k), y));
+      free_all = b.mark(qout);
+    }
+    if (io.training) {
+      // Saved statistics, and the running ones: r = (1 - m) r + m * stat (unbiased variance).
+      b.wait(kVector, free_all);
+      b.emit(kVector, isa::tensor_scalar(t1, neg_mean, AluOp::kMultiply, isa::imm(-1.0f)));
+      if (io.running_mean) {
+        b.emit(kVector, isa::tensor_scalar(rm, rm, AluOp::kMultiply, isa::imm(1.0f - m)));
+        b.emit(kVector, isa::tensor_scalar(part, neg_mean, AluOp::kMultiply, isa::imm(-m)));
+        b.emit(kVector, isa::tensor_tensor(rm, rm, part, AluOp::kAdd));
+      }
+      if (io.running_var) {
+        const float unbias = M > 1 ? m / static_cast<float>(M - 1) : m / 0.0f;
+        b.emit(kVector, isa::tensor_scalar(rv, rv, AluOp::kMultiply, isa::imm(1.0f - m)));
+        b.emit(kVector, isa::tensor_scalar(part, ssq, AluOp::kMultiply, isa::imm(unbias)));
+        b.emit(kVector, isa::tensor_tensor(rv, rv, part, AluOp::kAdd));
+      }
+      b.wait(qout, b.mark(kVector));
+      if (io.save_mean) b.emit(qout, isa::dma_copy(channel_ap(*io.save_mean, c0, cw), t1));
+      if (io.save_invstd) b.emit(qout, isa::dma_copy(channel_ap(*io.save_invstd, c0, cw), rstd));
+      if (io.running_mean) b.emit(qout, isa::dma_copy(channel_ap(*io.running_mean, c0, cw), rm));
+      if (io.running_var) b.emit(qout, isa::dma_copy(channel_ap(*io.running_var, c0, cw), rv));
+      free_all = b.mark(qout);
+    }
+  }
+  return std::move(b).build();
+}
+
+Program build_batch_norm_backward(const std::string& name, const BatchNormBackwardIo& io,
+                                  const CoreParams& core) {
+  const TensorDesc x5 = to_5d_trailing(name, io.in), g5 = to_5d_trailing(name, io.grad_out);
+  std::optional<TensorDesc> gi5;
+  if (io.grad_in) gi5 = to_5d_trailing(name, *io.grad_in);
+  const auto& mean_src = io.training ? io.save_mean : io.running_mean;
+  const auto& stat_src = io.training ? io.save_invstd : io.running_var;
+  if (x5.sizes != g5.sizes || (gi5 && gi5->sizes != x5.sizes) || !mean_src || !stat_src) {
+    throw std::invalid_argument(
+        fmt::format("{}: grad_out {} and input {} must match, with {} statistics", name,
+                    io.grad_out.to_string(), io.in.to_string(), io.training ? "saved" : "running"));
+  }
+  ProgramBuilder b(name, core);
+  const Plan plan = plan_chunks(x5, core, 2);
+  const uint32_t P = core.sbuf.partitions;
+  const uint64_t len = uint64_t{std::max<uint32_t>(plan.buffer, 1)} * 4;
+  const uint64_t x_off = b.alloc_sbuf(len), g_off = b.alloc_sbuf(len),
+                 t_off = b.alloc_sbuf(uint64_t{plan.resident ? plan.largest : 1u} * 4),
+                 s_off = b.alloc_sbuf(16 * 4);
+  const StreamId qin = dma_queue(0), qg = dma_queue(3), qout = dma_queue(1), qparam = dma_queue(2);
+  const int64_t C = x5.sizes[1], M = plan.per_channel;
+  const float inv_m = M > 0 ? 1.0f / static_cast<float>(M) : 0.0f;
+  Token free_all;
+  for (int64_t c0 = 0; c0 < C; c0 += P) {
+    const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(P, C - c0));
+    const Columns col{s_off, cw};
+    const AccessPattern mean = col[0], invstd = col[1], neg_mean = col[2], w = col[3],
+                        sum_g = col[4], dot = col[5], part = col[6], c1 = col[7], a = col[8],
+                        bias = col[9];
+    b.wait(qparam, free_all);
+    b.emit(qparam, isa::dma_copy(mean, channel_ap(*mean_src, c0, cw)));
+    b.emit(qparam, isa::dma_copy(invstd, channel_ap(*stat_src, c0, cw)));
+    if (io.weight) b.emit(qparam, isa::dma_copy(w, channel_ap(*io.weight, c0, cw)));
+    const Token params = b.mark(qparam);
+    b.wait(kScalar, params);
+    if (!io.training) {  // invstd = 1 / sqrt(running_var + eps)
+      b.emit(kScalar,
+             isa::activation(invstd, invstd, ActFunc::kRsqrt, isa::imm(1.0f), isa::imm(io.eps)));
+    }
+    b.wait(kVector, b.mark(kScalar));
+    b.wait(kVector, free_all);
+    b.emit(kVector, isa::tensor_scalar(neg_mean, mean, AluOp::kMultiply, isa::imm(-1.0f)));
+    b.emit(kVector, isa::memset(sum_g, 0.0f));
+    b.emit(kVector, isa::memset(dot, 0.0f));
+    free_all = b.mark(kVector);
+    auto tile = [&](uint64_t off, const Chunk& k) {
+      return isa::sbuf_tile(DType::kFp32, cw, off + k.at * 4, static_cast<uint32_t>(k.box.size()));
+    };
+    auto load = [&](const Chunk& k, int pass) {
+      if (!(plan.resident && pass > 0)) {
+        b.wait(qin, free_all);
+        b.wait(qg, free_all);
+        b.emit(qin, isa::dma_copy(tile(x_off, k), chunk_ap(x5, c0, cw, k)));
+        b.emit(qg, isa::dma_copy(tile(g_off, k), chunk_ap(g5, c0, cw, k)));
+      }
+      b.wait(kVector, b.mark(qin));
+      b.wait(kVector, b.mark(qg));
+    };
+    // Pass 1: sum(g) and sum(g * (x - mean)) per channel.
+    for (const Chunk& k : plan.chunks) {
+      load(k, 0);
+      b.wait(kVector, free_all);
+      const AccessPattern x = tile(x_off, k), g = tile(g_off, k);
+      b.emit(kVector, isa::tensor_reduce(part, g, ReduceOp::kAdd));
+      b.emit(kVector, isa::tensor_tensor(sum_g, sum_g, part, AluOp::kAdd));
+      // (x - mean) * g into scratch (x itself when streaming: it is reloaded).
+      const AccessPattern s = plan.resident ? isa::sbuf_tile(DType::kFp32, cw, t_off,
+                                                             static_cast<uint32_t>(k.box.size()))
+                                            : x;
+      b.emit(kVector, isa::tensor_scalar(s, x, AluOp::kAdd, isa::per_partition(neg_mean)));
+      b.emit(kVector, isa::tensor_tensor(s, s, g, AluOp::kMultiply));
+      b.emit(kVector, isa::tensor_reduce(part, s, ReduceOp::kAdd));
+      b.emit(kVector, isa::tensor_tensor(dot, dot, part, AluOp::kAdd));
+      free_all = b.mark(kVector);
+    }
+    // grad_in = g * c1 + x * a + bias, c1 = invstd * weight; training: a = -c1 * invstd^2 *
+    // dot / M, bias = -a * mean - c1 * sum_g / M; eval: a = bias = 0.
+    if (io.weight)
+      b.emit(kVector, isa::tensor_tensor(c1, invstd, w, AluOp::kMultiply));
+    else
+      b.emit(kVector, isa::tensor_copy(c1, invstd));
+    if (io.training) {
+      b.emit(kVector, isa::tensor_tensor(a, invstd, invstd, AluOp::kMultiply));
+      b.emit(kVector, isa::tensor_tensor(a, a, dot, AluOp::kMultiply));
+      b.emit(kVector, isa::tensor_tensor(a, a, c1, AluOp::kMultiply));
+      b.emit(kVector, isa::tensor_scalar(a, a, AluOp::kMultiply, isa::imm(-inv_m)));
+      b.emit(kVector, isa::tensor_tensor(bias, a, neg_mean, AluOp::kMultiply));
+      b.emit(kVector, isa::tensor_tensor(part, sum_g, c1, AluOp::kMultiply));
+      b.emit(kVector, isa::tensor_scalar(part, part, AluOp::kMultiply, isa::imm(inv_m)));
+      b.emit(kVector, isa::tensor_tensor(bias, bias, part, AluOp::kSubtract));
+    }
+    free_all = b.mark(kVector);
+    if (io.grad_in) {
+      for (const Chunk& k : plan.chunks) {
+        load(k, 1);
+        b.wait(kVector, free_all);
+        const AccessPattern x = tile(x_off, k), g = tile(g_off, k), s = x;  // x in place
+        if (io.training) {
+          b.emit(kVector, isa::tensor_scalar(s, x, AluOp::kMultiply, isa::per_partition(a),
+                                             AluOp::kAdd, isa::per_partition(bias)));
+          b.emit(kVector, isa::tensor_scalar(g, g, AluOp::kMultiply, isa::per_partition(c1)));
+          b.emit(kVector, isa::tensor_tensor(s, s, g, AluOp::kAdd));
+        } else {
+          b.emit(kVector, isa::tensor_scalar(s, g, AluOp::kMultiply, isa::per_partition(c1)));
+        }
+        b.wait(qout, b.mark(kVector));
+        b.emit(qout, isa::dma_copy(chunk_ap(*gi5, c0, cw, k), s));
+        free_all = b.mark(qout);
+      }
+    }
+    // grad_weight = dot * invstd, grad_bias = sum(g).
+    b.wait(kVector, free_all);
+    b.emit(kVector, isa::tensor_tensor(dot, dot, invstd, AluOp::kMultiply));
+    b.wait(qout, b.mark(kVector));
+    if (io.grad_weight) b.emit(qout, isa::dma_copy(channel_ap(*io.grad_weight, c0, cw), dot));
+    if (io.grad_bias) b.emit(qout, isa::dma_copy(channel_ap(*io.grad_bias, c0, cw), sum_g));
+    free_all = b.mark(qout);
+  }
+  return std::move(b).build();
+}
+
+}  // namespace neuronsim::kernels

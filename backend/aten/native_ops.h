@@ -83,6 +83,8 @@ NativeOpTable loss_ops();             // aten/loss.cpp
 NativeOpTable foreach_ops();          // aten/foreach.cpp
 NativeOpTable fused_optimizer_ops();  // aten/fused_optimizer.cpp
 NativeOpTable grad_scaler_ops();      // aten/grad_scaler.cpp
+NativeOpTable selection_ops();        // aten/selection.cpp
+NativeOpTable compaction_ops();       // aten/compaction.cpp
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

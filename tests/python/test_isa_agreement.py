@@ -101,6 +101,14 @@ CASES = {
         (X,),
         FP32,
     ),
+    # scans (one tensor_tensor per column) along either dim
+    "cumsum": (lambda a: torch.cumsum(a, 1) + torch.cumsum(a, 0), (X,), FP32),
+    "cumprod": (lambda a: torch.cumprod(1 + a * 0.01, 1), (X,), FP32),
+    "cumsum_int": (
+        lambda a: torch.cumsum((a * 100).to(torch.int32), 0, dtype=torch.int32),
+        (X,),
+        EXACT,
+    ),
     "vector_norm_all": (lambda a: torch.linalg.vector_norm(a, 0.5), (X,), FP32),
     "any_all": (lambda a: torch.stack([(a > 2).any(1), (a > -3).all(1)]), (X,), EXACT),
     # matmul

@@ -141,6 +141,20 @@ c10::IValue convert_return(const c10::IValue& v, const std::vector<CpuArg>& seen
   return v;
 }
 
+// A data-dependent output shape: the host waits for the device and reads the element count the
+// program wrote (4 bytes over the host link) before it can size the output, as on the device.
+void read_count(const c10::Device& device, const at::Tensor& count) {
+  with_runtime([&](runtime::Runtime& r) {
+    const sim::SimTime h0 = r.host_time();
+    r.synchronize();
+    r.copy_host(static_cast<uint32_t>(device.index()), current_stream(device.index()).id(),
+                count.element_size(), false, r.hbm_address(count.data_ptr()), false);
+    if (runtime::TraceSession* t = runtime::TraceSession::active())
+      t->host("read output size (waits for the device)", "copy", h0, r.host_time());
+    return 0;
+  });
+}
+
 std::string base_name(const c10::OperatorHandle& op) {
   return op.schema().name();
 }
@@ -258,8 +272,10 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     const bool writes = (alias && alias->isWrite()) ||
                         std::find(native->writes.begin(), native->writes.end(),
                                   schema.arguments()[i].name()) != native->writes.end();
-    if (writes && inv.args[i].isTensor() && is_neuron(inv.args[i].toTensor())) {
-      snapshots.emplace_back(inv.args[i].toTensor(), cpu_view(inv.args[i].toTensor()).clone());
+    if (writes) {  // a mutated tensor or tensor list (the _foreach_*_ ops)
+      for_each_tensor(inv.args[i], [&](const at::Tensor& t) {
+        if (is_neuron(t)) snapshots.emplace_back(t, cpu_view(t).clone());
+      });
     }
   }
   std::vector<CpuArg> seen;
@@ -282,7 +298,10 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
       v = fresh;
     }
   }
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  if (native->host_values)
+    native->host_values(op, stack);
+  else
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   // Copied out= tensors: move the result into the (resized) device tensor.
   for (CpuArg& s : seen) {
     if (s.copied && !s.device.sizes().equals(s.cpu.sizes())) {
@@ -307,6 +326,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     if (!in_fallback()) OpTracker::get().record_native(name, any64 && emulate64);
     return;
   }
+  if (native->shape_sync) inv.count = at::empty({1}, at::TensorOptions(*device).dtype(at::kInt));
   const auto programs = with_runtime([&](runtime::Runtime& r) {
     inv.core_params = &r.device().params().core;
     inv.hbm_address = hbm_addresses(r);
@@ -318,6 +338,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     }
   }
   launch_programs(*device, programs, functional);
+  if (native->shape_sync) read_count(*device, inv.count);
   if (!in_fallback()) OpTracker::get().record_native(name, any64 && emulate64);
 }
 

@@ -3,8 +3,10 @@
 // of {ATen base name, timing builder, support check}; registration iterates the tables. How a
 // native op runs is in native_boxed.h.
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
+#include <ATen/core/stack.h>
 
 #include <functional>
 #include <string>
@@ -22,6 +24,7 @@ struct OpInvocation {
   const c10::FunctionSchema* schema = nullptr;
   std::vector<c10::IValue> args;    // original arguments (device tensors)
   std::vector<at::Tensor> outputs;  // device outputs (returns, flattened)
+  at::Tensor count;                 // shape_sync ops: one int32 of device memory for the count
   c10::Device device{c10::DeviceType::PrivateUse1, 0};
   /// What the builders need of the device, filled in under the runtime lock: the core's
   /// parameters and the HBM address of device memory.
@@ -51,6 +54,10 @@ using TimingBuilder = std::function<std::vector<device::Program>(const OpInvocat
 /// runs, so an unsupported case takes the CPU fallback instead.
 using SupportCheck = std::function<bool(const OpInvocation&)>;
 
+/// An op's values on the CPU views of its arguments, for ops the CPU has no kernel for: a boxed
+/// kernel (arguments on the stack, returns left on it).
+using HostValues = std::function<void(const c10::OperatorHandle&, torch::jit::Stack*)>;
+
 struct NativeOp {
   std::string name;  // ATen base name: "aten::add" covers add, add_ and add.out
   TimingBuilder build;
@@ -58,21 +65,34 @@ struct NativeOp {
   /// Arguments the op writes that its schema does not mark as written (native_batch_norm's
   /// running statistics): ISA mode restores them, like marked ones, before the programs run.
   std::vector<std::string> writes = {};
+  /// Also registers the overloads whose only kernel is CompositeExplicitAutograd (the _foreach_*
+  /// ops): their values come from that kernel on the CPU views, their time from one launch.
+  bool composite = false;
+  /// Values for overloads without any CPU kernel (null: the CPU kernel computes them).
+  HostValues host_values;
+  /// A data-dependent output shape (nonzero, masked_select): the program writes the element
+  /// count to `OpInvocation::count` and the host reads it back, a device-to-host sync.
+  bool shape_sync = false;
 };
 using NativeOpTable = std::vector<NativeOp>;
 
 // One table per op family, each defined in the file of its name.
-NativeOpTable elementwise_ops();  // aten/elementwise.cpp
-NativeOpTable copy_ops();         // aten/copy.cpp
-NativeOpTable reduction_ops();    // aten/reduction.cpp
-NativeOpTable matmul_ops();       // aten/matmul.cpp
-NativeOpTable softmax_ops();      // aten/softmax.cpp
-NativeOpTable layer_norm_ops();   // aten/layer_norm.cpp
-NativeOpTable indexing_ops();     // aten/indexing.cpp
-NativeOpTable loss_ops();         // aten/loss.cpp
-NativeOpTable convolution_ops();  // aten/convolution.cpp
-NativeOpTable batch_norm_ops();   // aten/batch_norm.cpp
-NativeOpTable pooling_ops();      // aten/pooling.cpp
+NativeOpTable elementwise_ops();      // aten/elementwise.cpp
+NativeOpTable copy_ops();             // aten/copy.cpp
+NativeOpTable reduction_ops();        // aten/reduction.cpp
+NativeOpTable matmul_ops();           // aten/matmul.cpp
+NativeOpTable softmax_ops();          // aten/softmax.cpp
+NativeOpTable layer_norm_ops();       // aten/layer_norm.cpp
+NativeOpTable indexing_ops();         // aten/indexing.cpp
+NativeOpTable loss_ops();             // aten/loss.cpp
+NativeOpTable convolution_ops();      // aten/convolution.cpp
+NativeOpTable batch_norm_ops();       // aten/batch_norm.cpp
+NativeOpTable pooling_ops();          // aten/pooling.cpp
+NativeOpTable foreach_ops();          // aten/foreach.cpp
+NativeOpTable fused_optimizer_ops();  // aten/fused_optimizer.cpp
+NativeOpTable grad_scaler_ops();      // aten/grad_scaler.cpp
+NativeOpTable selection_ops();        // aten/selection.cpp
+NativeOpTable compaction_ops();       // aten/compaction.cpp
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

@@ -19,7 +19,8 @@ const std::unordered_map<std::string, NativeOp>& native_ops() {
     std::unordered_map<std::string, NativeOp> all;
     for (auto table :
          {elementwise_ops, copy_ops, reduction_ops, matmul_ops, softmax_ops, layer_norm_ops,
-          indexing_ops, loss_ops, convolution_ops, batch_norm_ops, pooling_ops}) {
+          indexing_ops, loss_ops, convolution_ops, batch_norm_ops, pooling_ops, foreach_ops,
+          fused_optimizer_ops, grad_scaler_ops, selection_ops, compaction_ops}) {
       for (NativeOp& op : table()) all[op.name] = std::move(op);
     }
     return all;
@@ -61,11 +62,20 @@ void register_native_ops() {
   lib = std::make_unique<torch::Library>(torch::Library::IMPL, "aten",
                                          c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   auto& d = c10::Dispatcher::singleton();
-  for (const c10::OperatorName& name : d.getAllOpNamesForDispatchKey(c10::DispatchKey::CPU)) {
+  for (const c10::OperatorName& name : d.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
-    if (!find_native_op(name.name)) continue;
+    const NativeOp* native = find_native_op(name.name);
+    if (!native) continue;
     auto op = d.findOp(name);
     if (!op) continue;
+    // Overloads with a CPU kernel; with a CompositeExplicitAutograd one when the op asks for
+    // it; with none when the op computes its values itself.
+    const bool cpu = op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
+    const bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
+    const bool implicit = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
+    if (!cpu && !(native->composite && composite) &&
+        !(native->host_values && !composite && !implicit))
+      continue;
     const auto& schema = op->schema();
     if (is_view(schema) || takes_generator(schema)) continue;
     if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;

@@ -2,6 +2,8 @@
 // kernel.
 #include <ATen/ATen.h>
 
+#include <cmath>
+
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/reduction.h"
 #include "neuronsim/kernels/tiling.h"
@@ -50,6 +52,14 @@ bool reduce_supported(const OpInvocation& inv) {
   }
   kernels::coalesce(sizes, strides);
   return sizes.size() <= 2;
+}
+
+// The order of a vector norm (linalg_vector_norm's ord, norm's optional p; 2 by default).
+double norm_order(const OpInvocation& inv) {
+  for (const char* n : {"ord", "p"}) {
+    if (inv.has_arg(n) && !inv.arg(n).isNone()) return inv.arg(n).toScalar().toDouble();
+  }
+  return 2.0;
 }
 
 Programs reduce_program(const OpInvocation& inv, const at::Tensor& in, const at::Tensor& out,
@@ -146,6 +156,34 @@ NativeOpTable reduction_ops() {
                      return p;
                    },
                    reduce_supported});
+  }
+  // Vector norms (every clip_grad_norm_ call): sum(|x|^p)^(1/p), max/min |x| for +-inf, the
+  // nonzero count for 0.
+  for (const char* n : {"aten::linalg_vector_norm", "aten::norm"}) {
+    ops.push_back({n,
+                   [](const OpInvocation& inv) {
+                     const double p = norm_order(inv);
+                     kernels::ReduceSpec s;
+                     if (std::isinf(p)) {
+                       s.op = p > 0 ? device::ReduceOp::kMax : device::ReduceOp::kMin;
+                       s.abs = true;
+                     } else if (p == 0.0) {
+                       s.nonzero = true;
+                     } else if (p == 2.0) {
+                       s.power = 2.0f;
+                       s.sqrt = true;
+                     } else {
+                       s.abs = true;
+                       s.power = static_cast<float>(p);
+                       s.root = p == 1.0 ? 1.0f : static_cast<float>(1.0 / p);
+                     }
+                     return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
+                   },
+                   [](const OpInvocation& inv) {
+                     const at::Tensor in = inv.tensor(0);
+                     return in.defined() && at::isFloatingType(in.scalar_type()) &&
+                            !std::isnan(norm_order(inv)) && reduce_supported(inv);
+                   }});
   }
   return ops;
 }

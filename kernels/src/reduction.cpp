@@ -248,8 +248,8 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
   int64_t kept_total = 1;
   for (int64_t s : kept.sizes) kept_total *= s;
   if (spec.op == ReduceOp::kAdd && !spec.arg && !spec.variance && !spec.nonzero && !spec.sqrt &&
-      red_total > 1 && kept_total > 0 && kept.sizes.back() > 1 && ks[0].back() == 1 &&
-      rs[0].back() != 1) {
+      !spec.abs && spec.power == 1.0f && spec.root == 1.0f && red_total > 1 && kept_total > 0 &&
+      kept.sizes.back() > 1 && ks[0].back() == 1 && rs[0].back() != 1) {
     return build_column_sum(name, in, out, spec, kept.sizes, ks, red.sizes, rs[0], core);
   }
   if (spec.op != ReduceOp::kAdd && !spec.arg && !spec.variance && !spec.nonzero && !spec.sqrt &&
@@ -314,6 +314,17 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
             } else if (spec.nonzero) {
               b.emit(kVector, isa::tensor_scalar(w, x, AluOp::kNotEqual, isa::imm(0.0f)));
               b.emit(kVector, isa::tensor_reduce(part, w, spec.op));
+            } else if (spec.power == 2.0f) {  // x * x: the sign needs no abs
+              b.emit(kVector, isa::tensor_tensor(w, x, x, AluOp::kMultiply));
+              b.emit(kVector, isa::tensor_reduce(part, w, spec.op));
+            } else if (spec.abs) {
+              if (spec.power == 1.0f) {
+                b.emit(kVector, isa::tensor_scalar(w, x, AluOp::kAbsMax, isa::imm(0.0f)));
+              } else {
+                b.emit(kVector, isa::tensor_scalar(w, x, AluOp::kAbsMax, isa::imm(0.0f),
+                                                   AluOp::kPow, isa::imm(spec.power)));
+              }
+              b.emit(kVector, isa::tensor_reduce(part, w, spec.op));
             } else {
               b.emit(kVector,
                      isa::tensor_reduce(part, x, spec.variance ? ReduceOp::kAdd : spec.op));
@@ -369,6 +380,10 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
       const AccessPattern* result = spec.arg ? &idx : &acc;
       if (spec.variance || spec.scale != 1.0f) {
         b.emit(kVector, isa::tensor_scalar(tmp, acc, AluOp::kMultiply, isa::imm(spec.scale)));
+        result = &tmp;
+      }
+      if (spec.root != 1.0f) {
+        b.emit(kVector, isa::tensor_scalar(tmp, *result, AluOp::kPow, isa::imm(spec.root)));
         result = &tmp;
       }
       Token ready = b.mark(kVector);

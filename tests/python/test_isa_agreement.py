@@ -115,6 +115,22 @@ CASES = {
     "max_dim": (lambda a: a.max(1), (X,), EXACT),
     "argmax": (lambda a: a.argmax(1), (X,), EXACT),
     "var_std": (lambda a: a.var(1) + a.std(), (X,), FP32),
+    "vector_norms": (
+        lambda a: torch.stack(
+            [torch.linalg.vector_norm(a, o, 1) for o in (2, 1, 0, float("inf"), -float("inf"), 3.5)]
+        ),
+        (X,),
+        FP32,
+    ),
+    # scans (one tensor_tensor per column) along either dim
+    "cumsum": (lambda a: torch.cumsum(a, 1) + torch.cumsum(a, 0), (X,), FP32),
+    "cumprod": (lambda a: torch.cumprod(1 + a * 0.01, 1), (X,), FP32),
+    "cumsum_int": (
+        lambda a: torch.cumsum((a * 100).to(torch.int32), 0, dtype=torch.int32),
+        (X,),
+        EXACT,
+    ),
+    "vector_norm_all": (lambda a: torch.linalg.vector_norm(a, 0.5), (X,), FP32),
     "any_all": (lambda a: torch.stack([(a > 2).any(1), (a > -3).all(1)]), (X,), EXACT),
     # matmul
     "mm": (torch.mm, (X, W), FP32),
@@ -272,3 +288,115 @@ def test_random_streams_agree_between_modes():
             _C._set_isa_mode(False)
     for f, i in zip(*outs, strict=True):
         assert torch.allclose(f.double(), i.double(), rtol=1e-6, atol=1e-6)
+
+
+# Multi-tensor programs (one launch over a list): the foreach ops, the fused optimizers and the
+# GradScaler pair, over lists of differently shaped tensors.
+def _lists():
+    torch.manual_seed(1)
+    shapes = [(37, 300), (5,), (130, 2)]
+    return [torch.randn(s) for s in shapes], [torch.randn(s) for s in shapes]
+
+
+def _one(v, dev="neuron"):
+    return torch.tensor(v, device=dev)
+
+
+def _fused_adam(fn, amsgrad=False, scaled=False, maximize=False):
+    def run(ps, gs):
+        torch.manual_seed(2)
+        dev = ps[0].device
+        m = [torch.randn_like(p) for p in ps]
+        v = [torch.rand_like(p) for p in ps]
+        vmax = [torch.rand_like(p) for p in ps] if amsgrad else []
+        steps = [_one(3.0, dev) for _ in ps]
+        kw = {"grad_scale": _one(2.0, dev), "found_inf": _one(0.0, dev)} if scaled else {}
+        fn(ps, gs, m, v, vmax, steps, lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8,
+           amsgrad=amsgrad, maximize=maximize, **kw)  # fmt: skip
+        return ps + gs + m + v + vmax
+
+    return run
+
+
+def _fused_sgd(ps, gs):
+    bufs = [g * 0.5 for g in gs]
+    torch._fused_sgd_(ps, gs, bufs, weight_decay=0.01, momentum=0.9, lr=0.1, dampening=0.1,
+                      nesterov=True, maximize=False, is_first_step=False)  # fmt: skip
+    return ps + bufs
+
+
+def _unscale(ps, gs, inf=False):
+    if inf:
+        ps[1][2] = float("inf")
+    found = torch.zeros(1, device=ps[0].device)
+    torch._amp_foreach_non_finite_check_and_unscale_(ps, found, _one([0.5], ps[0].device))
+    return ps + [found]
+
+
+def _update_scale(found):
+    def run(ps, gs):
+        dev = ps[0].device
+        s, t = _one([4.0], dev), torch.tensor([1], dtype=torch.int32, device=dev)
+        torch._amp_update_scale_(s, t, _one([found], dev), 2.0, 0.5, 2)
+        return [s, t]
+
+    return run
+
+
+MULTI_TENSOR_CASES = {
+    "foreach_add_alpha": (lambda a, b: torch._foreach_add(a, b, alpha=2), EXACT),
+    "foreach_mul_tensor": (lambda a, b: torch._foreach_mul(a, b[1][0]), EXACT),
+    "foreach_div_scalarlist": (lambda a, b: torch._foreach_div(a, [1.5, 2.0, 3.0]), EXACT),
+    "foreach_maximum": (torch._foreach_maximum, EXACT),
+    "foreach_sign": (lambda a, b: torch._foreach_sign(a), EXACT),
+    "foreach_zero_copy": (
+        lambda a, b: (torch._foreach_zero_(a), torch._foreach_copy_(b, a), b)[2],
+        EXACT,
+    ),
+    "foreach_lerp": (lambda a, b: torch._foreach_lerp(a, b, 0.3), FP32),
+    "foreach_addcdiv": (
+        lambda a, b: torch._foreach_addcdiv(
+            a, a, torch._foreach_add(torch._foreach_abs(b), 1), 0.3
+        ),
+        FP32,
+    ),
+    "foreach_sqrt_pow": (
+        lambda a, b: torch._foreach_sqrt(torch._foreach_pow(torch._foreach_abs(a), 1.5)),
+        FP32,
+    ),
+    "foreach_norms": (
+        lambda a, b: [torch.stack(torch._foreach_norm(a, o)) for o in (2, 1, float("inf"))],
+        FP32,
+    ),
+    "foreach_max": (lambda a, b: torch._foreach_max(a), EXACT),
+    "fused_adamw": (_fused_adam(torch._fused_adamw_), FP32),
+    "fused_adamw_scaled": (_fused_adam(torch._fused_adamw_, scaled=True), FP32),
+    "fused_adam_amsgrad_maximize": (_fused_adam(torch._fused_adam_, True, False, True), FP32),
+    "fused_sgd_nesterov": (_fused_sgd, FP32),
+    "amp_unscale": (_unscale, EXACT),
+    "amp_unscale_inf": (lambda a, b: _unscale(a, b, inf=True), EXACT),
+    "amp_update_scale": (_update_scale(0.0), EXACT),
+    "amp_update_scale_found_inf": (_update_scale(1.0), EXACT),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MULTI_TENSOR_CASES))
+def test_multi_tensor_isa_mode_agrees_with_fast_mode(name):
+    fn, tol = MULTI_TENSOR_CASES[name]
+    outs = []
+    try:
+        for isa in (False, True):
+            _C._set_isa_mode(isa)
+            a, b = _lists()
+            out = fn([t.to("neuron") for t in a], [t.to("neuron") for t in b])
+            outs.append([t.detach().cpu() for t in out])
+    finally:
+        _C._set_isa_mode(False)
+    for f, i in zip(*outs, strict=True):
+        assert f.shape == i.shape and f.dtype == i.dtype
+        if tol == EXACT:
+            assert torch.equal(f, i), f"{name}: ISA mode differs from fast mode"
+        else:
+            scale = max(f.double().abs().max().item(), 1.0)
+            err = (f.double() - i.double()).abs().max().item()
+            assert err <= tol * scale, f"{name}: max error {err} > {tol} x {scale}"

@@ -23,6 +23,10 @@ struct ReduceSpec {
   bool sqrt = false;
   // any/all: reduce (x != 0) instead of x.
   bool nonzero = false;
+  // Vector norms: reduce |x| (abs), raised to `power` first; the result raised to `root` after.
+  bool abs = false;
+  float power = 1.0f;
+  float root = 1.0f;
 };
 
 /// `out` holds the kept dims in order (reduced dims removed or of size 1).

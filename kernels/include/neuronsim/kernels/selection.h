@@ -1,0 +1,43 @@
+#pragma once
+// Selection along one dimension (topk, sort, argsort) and scans along one dimension (cumsum,
+// cumprod). Both put the rows (every other element position) on partitions, 128 per tile, and the
+// selected or scanned dimension on the free axis.
+// - Selection picks the k extreme values one at a time on VectorE: the extreme of the still
+//   available elements (tensor_reduce), its first index (an iota selected where the value
+//   matches, min-reduced), then that index is marked taken. Ties go to the lower index, so a full
+//   sort is stable. The real VectorE finds eight at a time (max8 / match_replace8); this ISA has
+//   no such instruction, so the cost is one round of ~7 instructions per selected element.
+// - A scan is one tensor_tensor per column (out[:, j] = out[:, j - 1] op x[:, j]); the real
+//   VectorE's tensor_tensor_scan does it in one instruction, which this ISA does not have.
+#include <optional>
+#include <string>
+
+#include "neuronsim/device/params.h"
+#include "neuronsim/device/program.h"
+#include "neuronsim/kernels/tensor_desc.h"
+
+namespace neuronsim::kernels {
+
+/// `t` as rows x n along `dim`: row r, element j at offset r * row_stride + j * stride. Null when
+/// the other dims do not fold into one uniformly strided row index.
+struct RowView {
+  int64_t rows = 0, n = 0, row_stride = 0, stride = 0;
+};
+std::optional<RowView> row_view(const TensorDesc& t, int64_t dim);
+
+/// The k largest (or smallest) elements of each row of `in` along `dim`, sorted, into `values`
+/// and `indices` (the same dim, of size k). Throws std::invalid_argument for layouts row_view
+/// rejects or k > n.
+device::Program build_topk(const std::string& name, const TensorDesc& in, const TensorDesc& values,
+                           const TensorDesc& indices, int64_t dim, int64_t k, bool largest,
+                           const device::CoreParams& core);
+
+/// Inclusive scan of `in` along `dim` into `out` (same shape): sum (cumsum) or product (cumprod).
+device::Program build_scan(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                           int64_t dim, bool product, const device::CoreParams& core);
+
+/// The largest n each kernel takes: the row and its work buffers stay in SBUF.
+int64_t max_selection_length(const device::CoreParams& core);
+int64_t max_scan_length(const device::CoreParams& core);
+
+}  // namespace neuronsim::kernels

@@ -32,4 +32,7 @@ def register() -> None:
     from neuronsim import _compile
 
     _compile.register()
+    from neuronsim import _dtensor_rng
+
+    _dtensor_rng.install()
     _done = True

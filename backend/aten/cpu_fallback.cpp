@@ -115,7 +115,7 @@ class HostStage {
     std::unordered_map<c10::StorageImpl*, std::pair<int64_t, int64_t>> ranges;
     for (const auto& v : args) {
       for_each_tensor(v, [&](const at::Tensor& t) {
-        if (!is_neuron(t) || t.numel() == 0) return;
+        if (!is_neuron(t) || t.numel() == 0 || t._is_zerotensor()) return;
         const auto [a, b] = byte_extent(t);
         auto [it, fresh] = ranges.try_emplace(t.storage().unsafeGetStorageImpl(), a, b);
         if (!fresh) it->second = {std::min(it->second.first, a), std::max(it->second.second, b)};
@@ -141,6 +141,8 @@ class HostStage {
     const auto cpu = t.options().device(at::kCPU);
     if (t.numel() == 0) {
       h = at::empty_strided(t.sizes(), t.strides(), cpu);
+    } else if (t._is_zerotensor()) {  // no memory behind it
+      h = at::zeros(t.sizes(), cpu);
     } else {
       const Buffer& b = buffers_.at(t.storage().unsafeGetStorageImpl());
       const int64_t es = static_cast<int64_t>(t.element_size());
@@ -209,6 +211,10 @@ at::Tensor upload(at::Tensor h, const HostStage& stage, const c10::Device& dev) 
   if (is_neuron(h)) return h;
   at::Tensor out = at::empty_strided(h.sizes(), h.strides(), h.options().device(dev));
   if (h.numel() == 0) return out;
+  if (h._is_zerotensor()) {  // _efficientzerotensor: no host memory to copy, zeros on the device
+    cpu_view(out).zero_();
+    return out;
+  }
   if (h.is_non_overlapping_and_dense() && !h.is_conj() && !h.is_neg()) {
     std::memcpy(out.data_ptr(), h.data_ptr(), h.numel() * h.element_size());
   } else {

@@ -65,6 +65,7 @@ NativeOpTable softmax_ops();      // aten/softmax.cpp
 NativeOpTable layer_norm_ops();   // aten/layer_norm.cpp
 NativeOpTable indexing_ops();     // aten/indexing.cpp
 NativeOpTable loss_ops();         // aten/loss.cpp
+NativeOpTable histogram_ops();    // aten/histogram.cpp
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

@@ -18,7 +18,7 @@ const std::unordered_map<std::string, NativeOp>& native_ops() {
   static const auto ops = [] {
     std::unordered_map<std::string, NativeOp> all;
     for (auto table : {elementwise_ops, copy_ops, reduction_ops, matmul_ops, softmax_ops,
-                       layer_norm_ops, indexing_ops, loss_ops}) {
+                       layer_norm_ops, indexing_ops, loss_ops, histogram_ops}) {
       for (NativeOp& op : table()) all[op.name] = std::move(op);
     }
     return all;

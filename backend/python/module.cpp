@@ -9,6 +9,7 @@
 #include "aten/native_ops.h"
 #include "aten/op_tracking.h"
 #include "neuronsim/runtime/trace_session.h"
+#include "python/fallback_call.h"
 #include "python/trace_tools.h"
 
 #include <ATen/record_function.h>
@@ -79,6 +80,7 @@ at::CallbackHandle g_range_callback = 0;
 PYBIND11_MODULE(_C, m) {
   m.doc() = "neuronsim: the simulated Trainium NeuronCore as a PyTorch device";
   bind_trace_tools(m);
+  bind_fallback_call(m);
   m.def("_init", [] {
     register_hooks();
     register_native_ops();

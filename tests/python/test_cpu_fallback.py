@@ -102,8 +102,59 @@ def test_a_raising_cpu_kernel_leaves_every_argument_unchanged():
 
 @pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.int16, torch.uint8])
 def test_integer_histc_is_computed_wider(dtype):
+    # The CPU kernel lacks integer histc: the values come from a float64 host computation.
     x = torch.tensor([0, 1, 1, 2, 5, 7, 9, 9, 9], dtype=dtype)
     h = torch.histc(x.to("neuron"), bins=5, min=0, max=10)
     assert h.dtype == dtype
     expected = torch.histc(x.double(), bins=5, min=0, max=10).to(dtype)
     assert torch.equal(h.cpu(), expected)
+
+
+# histc and bincount are native (kernels/histogram.cpp); ISA mode computes them on the device.
+@pytest.mark.parametrize("isa", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int32, torch.uint8])
+def test_native_histc(isa, dtype):
+    x = (torch.rand(1000) * 10).to(dtype)
+    neuronsim._C._set_isa_mode(isa)
+    try:
+        for bins, lo, hi in ((5, 0, 10), (7, 2, 8), (4, 0, 0), (300, 0, 10)):
+            h = torch.histc(x.to("neuron"), bins, lo, hi).cpu()
+            ref = x if dtype.is_floating_point else x.double()
+            expected = torch.histc(ref, bins, lo, hi).to(dtype)
+            if isa and dtype == torch.bfloat16:  # the device counts in fp32, then rounds once
+                expected = torch.histc(x.float(), bins, lo, hi).to(dtype)
+            assert torch.equal(h, expected), (bins, lo, hi)
+    finally:
+        neuronsim._C._set_isa_mode(False)
+    assert "aten::histc" in neuronsim.get_executed_ops()
+    assert not neuronsim.get_fallback_ops()
+
+
+@pytest.mark.parametrize("isa", [False, True])
+def test_native_bincount(isa):
+    i = torch.randint(0, 20, (300,))
+    w = torch.rand(300)
+    neuronsim._C._set_isa_mode(isa)
+    try:
+        assert torch.equal(torch.bincount(i.to("neuron")).cpu(), torch.bincount(i))
+        got = torch.bincount(i.to("neuron").int(), w.to("neuron"), minlength=30).cpu()
+        torch.testing.assert_close(got, torch.bincount(i.int(), w, minlength=30))
+    finally:
+        neuronsim._C._set_isa_mode(False)
+    assert "aten::bincount" in neuronsim.get_executed_ops()
+    assert not neuronsim.get_fallback_ops()
+
+
+@pytest.mark.parametrize(
+    "lo,hi,match",
+    [
+        (3, 1, "max must be larger than min"),
+        (0, float("inf"), "not finite"),
+        (float("nan"), 1, "not finite"),
+    ],
+)
+def test_histc_bad_range_raises_as_on_cpu(lo, hi, match):
+    with pytest.raises(RuntimeError, match=match):
+        torch.histc(torch.rand(10), 5, lo, hi)
+    with pytest.raises(RuntimeError, match=match):
+        torch.histc(torch.rand(10, device="neuron"), 5, lo, hi)

@@ -1,5 +1,6 @@
 #include "accelerator/generator.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Functions.h>
 #include <ATen/core/GeneratorForPrivateuseone.h>
 #include <c10/util/Exception.h>
@@ -15,38 +16,75 @@ namespace neuronsim::backend {
 NeuronGenerator::NeuronGenerator(c10::DeviceIndex index, uint64_t seed)
     : c10::GeneratorImpl(c10::Device(c10::DeviceType::PrivateUse1, index),
                          c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
-      seed_(seed) {}
+      host_(at::make_generator<at::CPUGeneratorImpl>(seed)) {}
 
 void NeuronGenerator::set_current_seed(uint64_t seed) {
-  seed_ = seed;
+  std::lock_guard<std::mutex> lock(host_.unsafeGetGeneratorImpl()->mutex_);
+  host_.set_current_seed(seed);
   offset_ = 0;
 }
 
+uint64_t NeuronGenerator::current_seed() const {
+  return host_.current_seed();
+}
+
 uint64_t NeuronGenerator::seed() {
-  set_current_seed(c10::detail::getNonDeterministicRandom(true));
-  return seed_;
+  const uint64_t s = c10::detail::getNonDeterministicRandom(true);
+  set_current_seed(s);
+  return s;
+}
+
+void NeuronGenerator::set_offset(uint64_t offset) {
+  offset_ = offset;
+}
+
+uint64_t NeuronGenerator::get_offset() const {
+  return offset_;
 }
 
 void NeuronGenerator::set_state(const c10::TensorImpl& new_state) {
-  TORCH_CHECK(new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() && new_state.numel() == 16,
-              "neuron generator state must be a ByteTensor of 16 bytes (seed, offset); got ",
-              new_state.numel(), " elements of ", new_state.dtype().name());
-  const auto* p = static_cast<const uint8_t*>(new_state.data());
-  std::memcpy(&seed_, p, 8);
-  std::memcpy(&offset_, p + 8, 8);
+  // 16 bytes (seed, offset): a Philox offset region, as DTensor's RNG tracker sets it
+  // (python/neuronsim/_dtensor_rng.py). Anything else is the CPU generator's state, whose own
+  // check names the expected size; it ends a region (fork_rng restoring the saved state).
+  if (new_state.dtype() == caffe2::TypeMeta::Make<uint8_t>() && new_state.numel() == 16) {
+    const auto* p = static_cast<const uint8_t*>(new_state.data());
+    PhiloxStream st;
+    std::memcpy(&st.seed, p, 8);
+    std::memcpy(&st.offset, p + 8, 8);
+    region_ = st;
+    return;
+  }
+  std::lock_guard<std::mutex> lock(host_.unsafeGetGeneratorImpl()->mutex_);
+  host_.unsafeGetGeneratorImpl()->set_state(new_state);
+  region_.reset();
 }
 
 c10::intrusive_ptr<c10::TensorImpl> NeuronGenerator::get_state() const {
-  auto t = at::empty({16}, at::TensorOptions().dtype(at::kByte).device(at::kCPU));
-  auto* p = t.data_ptr<uint8_t>();
-  std::memcpy(p, &seed_, 8);
-  std::memcpy(p + 8, &offset_, 8);
-  return t.getIntrusivePtr();
+  if (region_) {
+    auto t = at::empty({16}, at::TensorOptions().dtype(at::kByte).device(at::kCPU));
+    std::memcpy(t.data_ptr<uint8_t>(), &region_->seed, 8);
+    std::memcpy(t.data_ptr<uint8_t>() + 8, &region_->offset, 8);
+    return t.getIntrusivePtr();
+  }
+  std::lock_guard<std::mutex> lock(host_.unsafeGetGeneratorImpl()->mutex_);
+  return host_.unsafeGetGeneratorImpl()->get_state();
+}
+
+NeuronGenerator::PhiloxStream NeuronGenerator::philox_stream(uint64_t blocks) {
+  if (region_) {
+    const PhiloxStream s = *region_;
+    region_->offset += blocks;
+    return s;
+  }
+  std::lock_guard<std::mutex> lock(host_.unsafeGetGeneratorImpl()->mutex_);
+  return {at::check_generator<at::CPUGeneratorImpl>(host_)->random64(), 0};
 }
 
 NeuronGenerator* NeuronGenerator::clone_impl() const {
-  auto* g = new NeuronGenerator(device().index(), seed_);
+  auto* g = new NeuronGenerator(device().index());
+  g->host_ = host_.clone();
   g->offset_ = offset_;
+  g->region_ = region_;
   return g;
 }
 

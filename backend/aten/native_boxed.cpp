@@ -1,7 +1,6 @@
 #include "aten/native_boxed.h"
 
 #include <ATen/ATen.h>
-#include <ATen/native/CPUFallback.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -9,7 +8,6 @@
 #include <optional>
 
 #include "accelerator/context.h"
-#include "accelerator/generator.h"
 #include "aten/device_tensor.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
@@ -17,13 +15,9 @@
 #include "neuronsim/runtime/trace_session.h"
 #include "profiler/activity_recorder.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 namespace neuronsim::backend {
 
 namespace {
-
-thread_local int t_fallback_depth = 0;
 
 bool exact_64bit() {
   const char* v = std::getenv("NEURON_SIM_EXACT_64BIT");
@@ -161,10 +155,6 @@ std::string base_name(const c10::OperatorHandle& op) {
 
 }  // namespace
 
-bool in_fallback() {
-  return t_fallback_depth > 0;
-}
-
 bool isa_mode() {
   return with_runtime([](runtime::Runtime& r) { return r.isa_mode(); });
 }
@@ -298,10 +288,34 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
       v = fresh;
     }
   }
-  if (native->host_values)
-    native->host_values(op, stack);
-  else
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  try {
+    if (native->host_values)
+      native->host_values(op, stack);
+    else
+      op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  } catch (const c10::NotImplementedError&) {
+    // The CPU kernel lacks a dtype the device computes with (integer histc): the values come
+    // from the fallback's widened host computation (which rethrows if it cannot help); the
+    // time is still the native program's.
+    stack->resize(stack->size() - nargs);
+    stack->insert(stack->end(), inv.args.begin(), inv.args.end());
+    run_on_host(op, stack);
+    for (const auto& r : torch::jit::last(*stack, schema.returns().size())) {
+      for_each_tensor(r, [&](const at::Tensor& t) { inv.outputs.push_back(t); });
+    }
+    if (capture == CaptureMode::kSkip) {
+      if (!in_fallback()) OpTracker::get().record_native(name, false);
+      return;
+    }
+    const auto programs = with_runtime([&](runtime::Runtime& r) {
+      inv.core_params = &r.device().params().core;
+      inv.hbm_address = hbm_addresses(r);
+      return native->build(inv);
+    });
+    launch_programs(*device, programs, false);
+    if (!in_fallback()) OpTracker::get().record_native(name, false);
+    return;
+  }
   // Copied out= tensors: move the result into the (resized) device tensor.
   for (CpuArg& s : seen) {
     if (s.copied && !s.device.sizes().equals(s.cpu.sizes())) {
@@ -340,61 +354,6 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   launch_programs(*device, programs, functional);
   if (native->shape_sync) read_count(*device, inv.count);
   if (!in_fallback()) OpTracker::get().record_native(name, any64 && emulate64);
-}
-
-void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const std::string name = op.schema().name();
-  std::string reason;
-  for (const auto& v : torch::jit::last(*stack, op.schema().arguments().size())) {
-    for_each_tensor(v, [&](const at::Tensor& t) {
-      if (t.defined() && t.is_complex()) reason = " for complex tensors";
-    });
-  }
-  // A fused node of a compiled graph computes its values here without a device kernel of its
-  // own; the graph's fused programs give its time.
-  const bool fused = capture_mode() == CaptureMode::kSkip;
-  if (!in_fallback() && !fused) OpTracker::get().record_fallback(name, reason);
-  std::optional<OpScope> scope;
-  if (!fused) {
-    scope.emplace(name + " (CPU fallback)",
-                  c10::ArrayRef<c10::IValue>(
-                      &*(stack->end() - static_cast<int64_t>(op.schema().arguments().size())),
-                      op.schema().arguments().size()));
-  }
-  ++t_fallback_depth;
-  try {
-    // Inputs and outputs cross the host link through _copy_from (which charges the DMA);
-    // the CPU work itself costs host time.
-    if (runtime::Runtime::initialized() && !fused) {
-      with_runtime([&](runtime::Runtime& r) {
-        r.synchronize();
-        const sim::SimTime h0 = r.host_time();
-        r.host_advance(sim::SimTime::from_ns(r.device().params().host.cpu_fallback_overhead_ns));
-        if (runtime::TraceSession* t = runtime::TraceSession::active()) {
-          t->host("CPU fallback " + name, "fallback", h0, r.host_time());
-        }
-        return 0;
-      });
-    }
-    // Random ops on the CPU draw from a CPU generator derived from the device generator's
-    // (seed, offset), which then advances: torch.neuron.manual_seed still makes them repeatable.
-    const auto& args = op.schema().arguments();
-    for (size_t i = 0; i < args.size(); ++i) {
-      if (args[i].type()->str().find("Generator") == std::string::npos) continue;
-      c10::IValue& v = (*stack)[stack->size() - args.size() + i];
-      NeuronGenerator* g = get_generator(
-          v.isGenerator() ? std::optional(v.toGenerator()) : std::nullopt, current_device());
-      std::lock_guard<std::mutex> lock(g->mutex_);
-      const uint64_t offset = g->reserve(1 << 20);  // a fresh, disjoint stream per call
-      v = at::make_generator<at::CPUGeneratorImpl>(g->current_seed() ^
-                                                   (offset * 0x9E3779B97F4A7C15ull));
-    }
-    at::native::cpu_fallback(op, stack);
-  } catch (...) {
-    --t_fallback_depth;
-    throw;
-  }
-  --t_fallback_depth;
 }
 
 }  // namespace neuronsim::backend

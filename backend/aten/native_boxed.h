@@ -8,14 +8,13 @@
 
 #include <vector>
 
+#include "aten/cpu_fallback.h"
 #include "aten/native_ops.h"
 
 namespace neuronsim::backend {
 
 /// The boxed kernel every native op is registered with.
 void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack);
-/// The boxed CPU fallback (counted, warned once, an error under NEURON_SIM_STRICT=1).
-void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 /// Launches an op's programs on its device, charging the host launch overhead. `functional`
 /// runs them in full mode (ISA mode: the programs compute the values).
@@ -23,8 +22,5 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
                      bool functional);
 /// ISA mode is on for this process (NEURON_SIM_MODE=isa or neuronsim._C._set_isa_mode).
 bool isa_mode();
-
-/// True while the fallback runs (its internal copies are not counted as ops of their own).
-bool in_fallback();
 
 }  // namespace neuronsim::backend

@@ -93,6 +93,7 @@ NativeOpTable fused_optimizer_ops();  // aten/fused_optimizer.cpp
 NativeOpTable grad_scaler_ops();      // aten/grad_scaler.cpp
 NativeOpTable selection_ops();        // aten/selection.cpp
 NativeOpTable compaction_ops();       // aten/compaction.cpp
+NativeOpTable histogram_ops();        // aten/histogram.cpp
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

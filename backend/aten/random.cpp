@@ -1,9 +1,14 @@
-// Native random ops with the device's Philox generator (torch.neuron.manual_seed makes them
-// reproducible; the CPU fallback would ignore the device generator). Values come from the same
-// Philox streams the ISA rng instruction draws, so ISA mode and the host agree.
+// Native random ops. Their values are the CPU's: ATen's CPU kernels on zero-copy views of the
+// device tensors, drawing from the device generator's CPU generator (accelerator/generator.h),
+// so a seeded run draws what the same run draws on the CPU. In ISA mode (the rng instruction
+// computes the values) and inside DTensor offset regions the values come from the generator's
+// Philox streams instead, computed on the host exactly as the instruction does. The device time
+// is the kernel library's random program either way.
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 
@@ -21,14 +26,32 @@ namespace {
 
 namespace philox = device::philox;
 
-struct Stream {
-  uint64_t seed, offset;
-};
+bool exact_64bit() {
+  const char* v = std::getenv("NEURON_SIM_EXACT_64BIT");
+  return v && std::strcmp(v, "1") == 0;
+}
 
-Stream reserve(const std::optional<at::Generator>& gen, const at::Tensor& t) {
-  NeuronGenerator* g = get_generator(gen, t.device().index());
+// 64-bit data is computed at 32 bits on the device (docs/neuron-device.md): the CPU stream's
+// values, held as the device would hold them.
+void round_64bit(const at::Tensor& host) {
+  if (exact_64bit()) return;
+  if (host.scalar_type() == at::kDouble) host.copy_(host.to(at::kFloat));
+  if (host.scalar_type() == at::kLong) host.copy_(host.to(at::kInt));
+}
+
+// Values from a Philox stream (ISA mode, DTensor offset regions) rather than the CPU stream.
+bool draws_philox(NeuronGenerator* g) {
+  return isa_mode() || g->in_offset_region();
+}
+
+NeuronGenerator::PhiloxStream philox_stream(NeuronGenerator* g, const at::Tensor& t) {
   std::lock_guard<std::mutex> lock(g->mutex_);
-  return {g->current_seed(), g->reserve(philox::blocks_for(static_cast<uint64_t>(t.numel())))};
+  return g->philox_stream(philox::blocks_for(static_cast<uint64_t>(t.numel())));
+}
+
+void set_stream(kernels::RandomSpec& s, const NeuronGenerator::PhiloxStream& st) {
+  s.seed = st.seed;
+  s.offset = st.offset;
 }
 
 // Values for every logical element, in row-major order, as a contiguous CPU tensor.
@@ -75,13 +98,21 @@ void run(const char* op, const at::Tensor& out, kernels::RandomSpec spec,
   OpTracker::get().record_native(op, is_64bit(out.scalar_type()));
 }
 
+// `host_fill` draws the CPU stream's values into a CPU view with the CPU generator.
+template <typename HostFill>
 at::Tensor& fill_random(at::Tensor& self, kernels::RandomSpec spec,
-                        const std::optional<at::Generator>& gen, const char* op) {
+                        const std::optional<at::Generator>& gen, const char* op,
+                        HostFill&& host_fill) {
   if (self.numel() == 0) return self;
-  const Stream st = reserve(gen, self);
-  spec.seed = st.seed;
-  spec.offset = st.offset;
-  cpu_view(self).copy_(host_values(self, spec));
+  NeuronGenerator* g = get_generator(gen, self.device().index());
+  if (draws_philox(g)) {
+    set_stream(spec, philox_stream(g, self));
+    cpu_view(self).copy_(host_values(self, spec));
+  } else {
+    const at::Tensor host = cpu_view(self);
+    host_fill(host, g->host());
+    round_64bit(host);
+  }
   run(op, self, spec);
   return self;
 }
@@ -92,7 +123,9 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
   kernels::RandomSpec s;
   s.a = static_cast<float>(from);
   s.b = static_cast<float>(to);
-  return fill_random(self, s, gen, "aten::uniform_");
+  return fill_random(
+      self, s, gen, "aten::uniform_",
+      [&](const at::Tensor& h, const at::Generator& cg) { h.uniform_(from, to, cg); });
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
@@ -101,7 +134,9 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
   s.dist = device::RngDist::kNormal;
   s.a = static_cast<float>(mean);
   s.b = static_cast<float>(std);
-  return fill_random(self, s, gen, "aten::normal_");
+  return fill_random(
+      self, s, gen, "aten::normal_",
+      [&](const at::Tensor& h, const at::Generator& cg) { h.normal_(mean, std, cg); });
 }
 
 int64_t default_to(const at::Tensor& t) {
@@ -127,8 +162,9 @@ int64_t default_to(const at::Tensor& t) {
   }
 }
 
-at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
-                        std::optional<at::Generator> gen) {
+template <typename HostFill>
+at::Tensor& random_impl(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+                        const std::optional<at::Generator>& gen, HostFill&& host_fill) {
   const int64_t hi = to.value_or(default_to(self));
   TORCH_CHECK(from < hi, "random_ expects 'from' to be less than 'to', but got from=", from,
               " >= to=", hi);
@@ -137,9 +173,15 @@ at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> t
   s.a = static_cast<float>(from);
   s.b = static_cast<float>(hi);
   if (self.numel() == 0) return self;
-  const Stream st = reserve(gen, self);
-  s.seed = st.seed;
-  s.offset = st.offset;
+  NeuronGenerator* g = get_generator(gen, self.device().index());
+  if (!draws_philox(g)) {
+    const at::Tensor host = cpu_view(self);
+    host_fill(host, g->host());
+    round_64bit(host);
+    run("aten::random_", self, s);
+    return self;
+  }
+  set_stream(s, philox_stream(g, self));
   // Exact 64-bit range on the host (the ISA parameters are fp32).
   at::Tensor v = at::empty({self.numel()}, at::kLong);
   auto* p = v.data_ptr<int64_t>();
@@ -153,12 +195,21 @@ at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> t
   return self;
 }
 
+at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
+                        std::optional<at::Generator> gen) {
+  return random_impl(self, from, to, gen, [&](const at::Tensor& h, const at::Generator& cg) {
+    h.random_(from, to, cg);
+  });
+}
+
 at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
-  return random_from(self, 0, to, gen);
+  return random_impl(self, 0, to, gen,
+                     [&](const at::Tensor& h, const at::Generator& cg) { h.random_(to, cg); });
 }
 
 at::Tensor& random_default(at::Tensor& self, std::optional<at::Generator> gen) {
-  return random_from(self, 0, std::nullopt, gen);
+  return random_impl(self, 0, std::nullopt, gen,
+                     [&](const at::Tensor& h, const at::Generator& cg) { h.random_(cg); });
 }
 
 at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen) {
@@ -166,11 +217,13 @@ at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Genera
   if (self.numel() == 0) return self;
   kernels::RandomSpec s;
   s.p = static_cast<float>(p);
-  const Stream st = reserve(gen, self);
-  s.seed = st.seed;
-  s.offset = st.offset;
-  at::Tensor u = host_values(self, s);
-  cpu_view(self).copy_(u.lt(static_cast<float>(p)));
+  NeuronGenerator* g = get_generator(gen, self.device().index());
+  if (draws_philox(g)) {
+    set_stream(s, philox_stream(g, self));
+    cpu_view(self).copy_(host_values(self, s).lt(static_cast<float>(p)));
+  } else {
+    cpu_view(self).bernoulli_(p, g->host());
+  }
   run("aten::bernoulli_", self, s);
   return self;
 }
@@ -179,11 +232,14 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
                              std::optional<at::Generator> gen) {
   if (self.numel() == 0) return self;
   kernels::RandomSpec s;
-  const Stream st = reserve(gen, self);
-  s.seed = st.seed;
-  s.offset = st.offset;
+  NeuronGenerator* g = get_generator(gen, self.device().index());
   const at::Tensor pc = p.device().is_privateuseone() ? cpu_view(p) : p;
-  cpu_view(self).copy_(host_values(self, s).lt(pc.to(at::kFloat)));
+  if (draws_philox(g)) {
+    set_stream(s, philox_stream(g, self));
+    cpu_view(self).copy_(host_values(self, s).lt(pc.to(at::kFloat)));
+  } else {
+    cpu_view(self).bernoulli_(pc, g->host());
+  }
   run("aten::bernoulli_", self, s, {p.device().is_privateuseone() ? p : p.to(self.device())});
   return self;
 }
@@ -206,14 +262,23 @@ std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, doubl
   const double keep = 1.0 - p;
   kernels::RandomSpec s;
   s.p = static_cast<float>(keep);
-  const Stream st = reserve(std::nullopt, input);
-  s.seed = st.seed;
-  s.offset = st.offset;
-  const at::Tensor keep_mask = host_values(input, s).lt(static_cast<float>(keep));
-  cpu_view(mask).copy_(keep_mask);
   const at::Tensor in_cpu = cpu_view(input);
-  cpu_view(out).copy_(keep > 0 ? in_cpu * keep_mask.to(in_cpu.scalar_type()) * (1.0 / keep)
-                               : at::zeros_like(in_cpu));
+  NeuronGenerator* g = get_generator(std::nullopt, input.device().index());
+  if (draws_philox(g)) {
+    set_stream(s, philox_stream(g, input));
+    const at::Tensor keep_mask = host_values(input, s).lt(static_cast<float>(keep));
+    cpu_view(mask).copy_(keep_mask);
+    cpu_view(out).copy_(keep > 0 ? in_cpu * keep_mask.to(in_cpu.scalar_type()) * (1.0 / keep)
+                                 : at::zeros_like(in_cpu));
+  } else {
+    // What F.dropout computes on the CPU (ATen's _dropout_impl), draw for draw and rounding for
+    // rounding: noise = bernoulli(1 - p) in the input's dtype, divided by 1 - p, times input.
+    at::Tensor noise = at::empty_like(in_cpu);
+    noise.bernoulli_(keep, g->host());
+    cpu_view(mask).copy_(noise.ne(0));
+    if (keep > 0) noise.div_(keep);
+    cpu_view(out).copy_(in_cpu.mul(noise));
+  }
   run("aten::native_dropout", out, s, {at::Tensor(), input, mask});
   return {out, mask};
 }

@@ -6,9 +6,9 @@
 #include <memory>
 #include <stdexcept>
 
+#include "accelerator/context.h"
 #include "graph/compiled_graph.h"
 #include "graph/graph_capture.h"
-#include "accelerator/context.h"
 
 namespace py = pybind11;
 

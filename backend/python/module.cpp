@@ -10,6 +10,7 @@
 #include "aten/op_tracking.h"
 #include "distributed/bindings.h"
 #include "neuronsim/runtime/trace_session.h"
+#include "python/fallback_call.h"
 #include "python/graph_bindings.h"
 #include "python/trace_tools.h"
 
@@ -82,6 +83,7 @@ PYBIND11_MODULE(_C, m) {
   m.doc() = "neuronsim: the simulated Trainium NeuronCore as a PyTorch device";
   bind_trace_tools(m);
   register_graph_bindings(m);
+  bind_fallback_call(m);
   m.def("_init", [] {
     register_hooks();
     register_native_ops();
@@ -181,8 +183,7 @@ PYBIND11_MODULE(_C, m) {
         [] { return with_runtime([](runtime::Runtime& r) { return r.device_time().ns(); }); });
   m.def("_launches", [] { return with_runtime([](runtime::Runtime& r) { return r.launches(); }); });
   // Whether the kernel library models an op ("aten::addmm"; in-place forms count as theirs).
-  m.def("_has_device_kernel",
-        [](const std::string& op) { return find_native_op(op) != nullptr; });
+  m.def("_has_device_kernel", [](const std::string& op) { return find_native_op(op) != nullptr; });
   m.def("_device_stats_json", [] {
     return with_runtime([](runtime::Runtime& r) { return r.device().stats().to_json().dump(); });
   });

@@ -5,7 +5,7 @@ Times reported here (``Event.elapsed_time``) are simulated milliseconds.
 
 from __future__ import annotations
 
-import contextlib
+import json
 from typing import Any
 
 import torch
@@ -15,6 +15,7 @@ from neuronsim import _C
 __all__ = [
     "Event",
     "Stream",
+    "StreamContext",
     "current_device",
     "current_stream",
     "default_stream",
@@ -22,6 +23,7 @@ __all__ = [
     "device_count",
     "empty_cache",
     "get_amp_supported_dtype",
+    "get_device_capability",
     "get_device_name",
     "get_device_properties",
     "get_rng_state",
@@ -38,6 +40,8 @@ __all__ = [
     "memory_allocated",
     "memory_reserved",
     "memory_stats",
+    "memory_stats_as_nested_dict",
+    "memory_summary",
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "seed",
@@ -51,18 +55,26 @@ __all__ = [
 ]
 
 
-def _index(dev: Any = None) -> int:
-    if dev is None:
+def _index(device: Any = None) -> int:
+    """The index of a device given as torch.cuda's functions take it: None (the current device),
+    an int, a string ("neuron", "neuron:1") or a torch.device."""
+    if device is None:
         return current_device()
-    if isinstance(dev, int):
-        return dev
-    if isinstance(dev, str):
-        dev = torch.device(dev)
-    if isinstance(dev, torch.device):
-        if dev.type != "neuron":
-            raise ValueError(f"expected a neuron device, got {dev}")
-        return current_device() if dev.index is None else dev.index
-    raise TypeError(f"invalid device {dev!r}")
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    if isinstance(device, str):
+        try:
+            device = torch.device(device)
+        except RuntimeError:
+            raise ValueError(
+                f"invalid device string {device!r}: expected a neuron device such as 'neuron' "
+                "or 'neuron:0'"
+            ) from None
+    if isinstance(device, torch.device):
+        if device.type != "neuron":
+            raise ValueError(f"expected a neuron device, got {device}")
+        return current_device() if device.index is None else device.index
+    raise TypeError(f"invalid device {device!r}: expected an int, a str or a torch.device")
 
 
 # ---- availability and selection ----
@@ -94,8 +106,8 @@ def current_device() -> int:
     return _C._current_device()
 
 
-def set_device(dev: Any) -> None:
-    idx = _index(dev)
+def set_device(device: Any) -> None:
+    idx = _index(device)
     if idx >= 0:
         _C._set_device(idx)
 
@@ -103,8 +115,8 @@ def set_device(dev: Any) -> None:
 class device:
     """Context manager that changes the current neuron device."""
 
-    def __init__(self, dev: Any):
-        self.idx = -1 if dev is None else _index(dev)
+    def __init__(self, device: Any):
+        self.idx = -1 if device is None else _index(device)
         self.prev = -1
 
     def __enter__(self):
@@ -118,12 +130,12 @@ class device:
         return False
 
 
-def synchronize(dev: Any = None) -> None:
-    _C._synchronize(_index(dev))
+def synchronize(device: Any = None) -> None:
+    _C._synchronize(_index(device))
 
 
-def get_device_name(dev: Any = None) -> str:
-    return _C._device_name(_index(dev))
+def get_device_name(device: Any = None) -> str:
+    return _C._device_name(_index(device))
 
 
 class _DeviceProperties:
@@ -134,8 +146,16 @@ class _DeviceProperties:
         return f"_NeuronDeviceProperties(name='{self.name}', total_memory={self.total_memory})"
 
 
-def get_device_properties(dev: Any = None) -> _DeviceProperties:
-    return _DeviceProperties(_C._device_properties(_index(dev)))
+def get_device_properties(device: Any = None) -> _DeviceProperties:
+    return _DeviceProperties(_C._device_properties(_index(device)))
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    """(major, minor) of the NeuronCore generation the preset models: (2, 0) for NeuronCore-v2
+    (trn1), (3, 0) for NeuronCore-v3 (trn2)."""
+    preset = json.loads(_C._preset_text(get_device_properties(device).preset))
+    generation = preset["preset"]["generation"]  # "NeuronCore-v2"
+    return int(generation.rsplit("-v", 1)[1]), 0
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
@@ -176,86 +196,164 @@ class Event(metaclass=_EventMeta):
         )
 
 
-def current_stream(dev: Any = None) -> torch.Stream:
-    return torch.accelerator.current_stream(_index(dev))
+def current_stream(device: Any = None) -> torch.Stream:
+    return torch.accelerator.current_stream(_index(device))
 
 
 _PRIVATEUSE1 = 20  # c10::DeviceType::PrivateUse1
 
 
-def default_stream(dev: Any = None) -> torch.Stream:
-    return torch.Stream(stream_id=0, device_index=_index(dev), device_type=_PRIVATEUSE1)
+def default_stream(device: Any = None) -> torch.Stream:
+    return torch.Stream(stream_id=0, device_index=_index(device), device_type=_PRIVATEUSE1)
 
 
 def set_stream(s: torch.Stream) -> None:
     torch.accelerator.set_stream(s)
 
 
-@contextlib.contextmanager
-def stream(s: torch.Stream | None):
-    if s is None:
-        yield
-        return
-    prev_device = current_device()
-    prev = current_stream(s.device_index)
-    set_stream(s)  # also makes the stream's device current
-    try:
-        yield
-    finally:
-        set_stream(prev)
-        _C._set_device(prev_device)
+class StreamContext:
+    """Makes a stream current (and its device) inside a with block, as torch.cuda.StreamContext;
+    None does nothing."""
+
+    def __init__(self, stream: torch.Stream | None):
+        self.stream = stream
+        self._prev: tuple[int, torch.Stream] | None = None
+
+    def __enter__(self):
+        if self.stream is None:
+            return self.stream
+        self._prev = (current_device(), current_stream(self.stream.device_index))
+        set_stream(self.stream)  # also makes the stream's device current
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self._prev is not None:
+            prev_device, prev = self._prev
+            set_stream(prev)
+            _C._set_device(prev_device)
+            self._prev = None
+        return False
+
+
+def stream(stream: torch.Stream | None) -> StreamContext:
+    return StreamContext(stream)
 
 
 # ---- memory ----
-def memory_stats(dev: Any = None) -> dict[str, Any]:
-    return dict(sorted(_C._memory_stats(_index(dev)).items()))
+def memory_stats(device: Any = None) -> dict[str, Any]:
+    return dict(sorted(_C._memory_stats(_index(device)).items()))
 
 
-def _stat(key: str, dev: Any) -> int:
-    return int(_C._memory_stats(_index(dev)).get(key, 0))
+def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
+    """memory_stats() nested at its dots, as torch.cuda.memory_stats_as_nested_dict."""
+    nested: dict[str, Any] = {}
+    for key, value in memory_stats(device).items():
+        *path, leaf = key.split(".")
+        d = nested
+        for part in path:
+            d = d.setdefault(part, {})
+        d[leaf] = value
+    return nested
 
 
-def memory_allocated(dev: Any = None) -> int:
-    return _stat("allocated_bytes.all.current", dev)
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """A table of the allocator's statistics (current, peak, allocated and freed totals), as
+    torch.cuda.memory_summary prints; abbreviated leaves out the per-pool rows."""
+    stats = memory_stats(device)
+    rows = [
+        ("Allocated memory", "allocated_bytes", True),
+        ("Active memory", "active_bytes", True),
+        ("Requested memory", "requested_bytes", True),
+        ("Reserved memory", "reserved_bytes", True),
+        ("Non-releasable memory", "inactive_split_bytes", True),
+        ("Allocations", "allocation", False),
+        ("Active allocs", "active", False),
+        ("Reserved segments", "segment", False),
+        ("Non-releasable allocs", "inactive_split", False),
+    ]
+    pools = ("all",) if abbreviated else ("all", "large_pool", "small_pool")
+
+    def fmt(v: int, is_bytes: bool) -> str:
+        if not is_bytes:
+            return str(v)
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if abs(v) < 1024 or unit == "GiB":
+                return f"{v:.0f} {unit}" if unit == "B" else f"{v:.2f} {unit}"
+            v /= 1024
+        return str(v)
+
+    idx = _index(device)
+    head = f"{'Metric':<34}{'Cur Usage':>14}{'Peak Usage':>14}{'Tot Alloc':>14}{'Tot Freed':>14}"
+    lines = [f"neuron memory summary, device {idx} ({get_device_name(idx)})", head, "-" * len(head)]
+    for label, key, is_bytes in rows:
+        for pool in pools:
+            name = label if pool == "all" else f"  from {pool.replace('_pool', '')} pool"
+            vals = [
+                fmt(int(stats.get(f"{key}.{pool}.{k}", 0)), is_bytes)
+                for k in ("current", "peak", "allocated", "freed")
+            ]
+            lines.append(f"{name:<34}" + "".join(f"{v:>14}" for v in vals))
+    lines.append(f"{'OOMs':<34}{stats.get('num_ooms', 0):>14}")
+    lines.append(
+        f"{'Device allocs / frees':<34}{stats.get('num_device_alloc', 0):>14}"
+        f"{stats.get('num_device_free', 0):>14}"
+    )
+    return "\n".join(lines) + "\n"
 
 
-def max_memory_allocated(dev: Any = None) -> int:
-    return _stat("allocated_bytes.all.peak", dev)
+def _stat(key: str, device: Any) -> int:
+    return int(_C._memory_stats(_index(device)).get(key, 0))
 
 
-def memory_reserved(dev: Any = None) -> int:
-    return _stat("reserved_bytes.all.current", dev)
+def memory_allocated(device: Any = None) -> int:
+    return _stat("allocated_bytes.all.current", device)
 
 
-def max_memory_reserved(dev: Any = None) -> int:
-    return _stat("reserved_bytes.all.peak", dev)
+def max_memory_allocated(device: Any = None) -> int:
+    return _stat("allocated_bytes.all.peak", device)
 
 
-def reset_peak_memory_stats(dev: Any = None) -> None:
+def memory_reserved(device: Any = None) -> int:
+    return _stat("reserved_bytes.all.current", device)
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return _stat("reserved_bytes.all.peak", device)
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
     if is_initialized():
-        _C._reset_peak_memory_stats(_index(dev))
+        _C._reset_peak_memory_stats(_index(device))
 
 
-def reset_accumulated_memory_stats(dev: Any = None) -> None:
+def reset_accumulated_memory_stats(device: Any = None) -> None:
     if is_initialized():
-        _C._reset_accumulated_memory_stats(_index(dev))
+        _C._reset_accumulated_memory_stats(_index(device))
 
 
-def reset_max_memory_allocated(dev: Any = None) -> None:
-    reset_peak_memory_stats(dev)
+def reset_max_memory_allocated(device: Any = None) -> None:
+    reset_peak_memory_stats(device)
 
 
-def mem_get_info(dev: Any = None) -> tuple[int, int]:
-    return tuple(_C._mem_get_info(_index(dev)))
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    return tuple(_C._mem_get_info(_index(device)))
 
 
 def empty_cache() -> None:
     _C._empty_cache()
 
 
-# ---- random numbers (Philox, 16-byte state: seed, offset) ----
-def _generator(dev: Any = None) -> torch.Generator:
-    return _C._default_generator(_index(dev))
+# ---- random numbers (a CPU generator per device: the CPU stream; see accelerator/generator.h) ----
+def _generator(device: Any = None) -> torch.Generator:
+    return _C._default_generator(_index(device))
+
+
+def __getattr__(name: str):
+    # default_generators: each device's default generator, as torch.cuda.default_generators
+    # (built when read, so it follows the visible devices).
+    if name == "default_generators":
+        return tuple(_C._default_generator(i) for i in range(device_count()))
+    raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")
 
 
 def manual_seed(seed: int) -> None:
@@ -280,12 +378,12 @@ def initial_seed() -> int:
     return _generator().initial_seed()
 
 
-def get_rng_state(dev: Any = "neuron") -> torch.Tensor:
-    return _generator(dev).get_state()
+def get_rng_state(device: Any = "neuron") -> torch.Tensor:
+    return _generator(device).get_state()
 
 
-def set_rng_state(new_state: torch.Tensor, dev: Any = "neuron") -> None:
-    _generator(dev).set_state(new_state)
+def set_rng_state(new_state: torch.Tensor, device: Any = "neuron") -> None:
+    _generator(device).set_state(new_state)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:

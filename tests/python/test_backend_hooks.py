@@ -28,23 +28,34 @@ def test_record_stream_is_accepted(neuron):
     assert t.sum().item() == 8
 
 
-def test_generator_state_layout_matches_dtensor_tracker():
-    torch.neuron.manual_seed(7)
-    state = torch.neuron.get_rng_state()
-    assert state.dtype == torch.uint8 and state.numel() == 16
-    seed = state[-16:-8].view(torch.int64).item()
-    offset = state[-8:].view(torch.int64).item()
-    assert (seed, offset) == (7, 0)
-    torch.rand(10, device="neuron")  # consumes ceil(10 / 4) = 3 Philox blocks
-    assert torch.neuron.get_rng_state()[-8:].view(torch.int64).item() == 3
-    # DTensor moves the offset by writing the last 8 bytes.
-    new = state.clone()
-    new[-8:] = torch.tensor([100], dtype=torch.int64).view(torch.uint8)
-    torch.neuron.set_rng_state(new)
-    a = torch.rand(4, device="neuron").cpu()
-    torch.neuron.set_rng_state(new)
-    b = torch.rand(4, device="neuron").cpu()
-    assert torch.equal(a, b)
+def test_dtensor_random_ops_use_offset_regions(tmp_path):
+    # DTensor's OffsetBasedRNGTracker sees a 16-byte (seed, offset) state on neuron devices
+    # (neuronsim/_dtensor_rng.py); its random ops are reproducible and advance the offset, and
+    # the default stream outside them stays the CPU's.
+    import torch.distributed as dist
+    import torch.distributed.tensor._random as dtensor_random
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Shard
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        mesh = init_device_mesh("neuron", (1,))
+        draws = []
+        for _ in range(2):
+            torch.manual_seed(0)
+            dtensor_random.manual_seed(0, mesh)
+            x = DTensor.from_local(torch.empty(8, 4, device="neuron"), mesh, [Shard(0)])
+            x.uniform_()
+            y = torch.nn.functional.dropout(x, 0.5)
+            assert torch.neuron._generator().get_offset() > 0
+            draws.append((x.to_local().cpu(), y.to_local().cpu(), torch.randn(3, device="neuron")))
+        assert all(torch.equal(a, b) for a, b in zip(*draws, strict=True))
+        torch.manual_seed(0)
+        assert torch.equal(draws[0][2].cpu(), torch.randn(3))
+    finally:
+        dtensor_random._rng_tracker = None
+        dist.destroy_process_group()
 
 
 def test_autocast_lowers_matmul_and_keeps_softmax_fp32(neuron):

@@ -273,17 +273,26 @@ def test_isa_mode_agrees_with_fast_mode(name):
             assert err <= tol * scale, f"{name}: max error {err} > {tol} x {scale}"
 
 
+def _philox_region(seed, offset):
+    raw = seed.to_bytes(8, "little") + offset.to_bytes(8, "little")
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+
+
 def test_random_streams_agree_between_modes():
-    """The ISA rng instruction draws the same Philox stream as the host kernels."""
+    """The ISA rng instruction draws the same Philox stream the host computes for an offset
+    region (outside regions fast mode draws the CPU's mt19937 stream, ISA mode the instruction's
+    Philox stream seeded from it)."""
     outs = []
     for isa in (False, True):
         _C._set_isa_mode(isa)
         try:
-            torch.neuron.manual_seed(1234)
+            saved = torch.neuron.get_rng_state()
+            torch.neuron.set_rng_state(_philox_region(1234, 7))
             a = torch.rand(1000, device="neuron")
             b = torch.randn(3, 333, device="neuron")
             c = torch.randint(0, 17, (500,), device="neuron", dtype=torch.int32)
             outs.append([t.cpu() for t in (a, b, c)])
+            torch.neuron.set_rng_state(saved)
         finally:
             _C._set_isa_mode(False)
     for f, i in zip(*outs, strict=True):
@@ -400,3 +409,14 @@ def test_multi_tensor_isa_mode_agrees_with_fast_mode(name):
             scale = max(f.double().abs().max().item(), 1.0)
             err = (f.double() - i.double()).abs().max().item()
             assert err <= tol * scale, f"{name}: max error {err} > {tol} x {scale}"
+def test_isa_mode_random_is_seeded_by_the_cpu_stream():
+    _C._set_isa_mode(True)
+    try:
+        draws = []
+        for _ in range(2):
+            torch.manual_seed(5)
+            draws.append([torch.rand(300, device="neuron").cpu() for _ in range(2)])
+    finally:
+        _C._set_isa_mode(False)
+    assert torch.equal(draws[0][0], draws[1][0]) and torch.equal(draws[0][1], draws[1][1])
+    assert not torch.equal(draws[0][0], draws[0][1])

@@ -1,8 +1,8 @@
-"""Random numbers on the device: a Philox generator per NeuronCore with a 16-byte state
-(seed int64, offset int64); element i of an op is a function of (seed, offset + i // 4), so the
-offset advances by ceil(numel / 4) per op."""
+"""Random numbers on the device, as TorchNeuron draws them: each NeuronCore's generator is a CPU
+generator (mt19937), so a seeded run on neuron draws exactly what the same run draws on the CPU,
+and the RNG state is the CPU generator's (5056 bytes). DTensor's offset regions (16-byte Philox
+states) draw the ISA rng instruction's counter-based stream."""
 
-import math
 import warnings
 
 import neuronsim
@@ -25,12 +25,6 @@ DRAWS = {
         37, device="neuron", dtype=torch.bfloat16, generator=g
     ),
 }
-
-
-def _state():
-    s = torch.neuron.get_rng_state()
-    raw = bytes(s.tolist())
-    return int.from_bytes(raw[:8], "little"), int.from_bytes(raw[8:], "little")
 
 
 def _dropout(p=0.5, n=37):
@@ -83,46 +77,101 @@ def test_device_generator_drives_every_random_op(name):
         assert torch.equal(draw(g).cpu(), c)
 
 
+CPU_SAME = {
+    "rand": lambda d, g: torch.rand(4, 37, device=d, generator=g),
+    "randn": lambda d, g: torch.randn(4, 4, device=d, generator=g),
+    "randint": lambda d, g: torch.randint(0, 1000, (37,), device=d, generator=g),
+    "randint_int32": lambda d, g: torch.randint(
+        -5, 9, (37,), device=d, generator=g, dtype=torch.int32
+    ),
+    "normal_": lambda d, g: torch.empty(37, device=d).normal_(2.0, 3.0, generator=g),
+    "uniform_": lambda d, g: torch.empty(37, device=d).uniform_(-2, 5, generator=g),
+    "bernoulli_": lambda d, g: torch.empty(37, device=d).bernoulli_(0.3, generator=g),
+    "bernoulli_p": lambda d, g: torch.bernoulli(torch.full((37,), 0.4, device=d), generator=g),
+    "randn_bf16": lambda d, g: torch.randn(37, device=d, dtype=torch.bfloat16, generator=g),
+    "randperm": lambda d, g: torch.randperm(50, device=d, generator=g),
+    "multinomial": lambda d, g: torch.multinomial(
+        torch.arange(1.0, 51.0, device=d), 10, generator=g
+    ),
+    "normal_tensor": lambda d, g: torch.normal(torch.zeros(50, device=d), 1.0, generator=g),
+    "exponential_": lambda d, g: torch.empty(50, device=d).exponential_(generator=g),
+    "dropout": lambda d, g: F.dropout(torch.ones(64, device=d), p=0.4, training=True),
+}
+
+
+@pytest.mark.parametrize("name", list(CPU_SAME))
+def test_seeded_draws_equal_the_cpu(name):
+    draw = CPU_SAME[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(0)
+        dev = [draw("neuron", None).cpu() for _ in range(3)]
+        torch.manual_seed(0)
+        cpu = [draw("cpu", None) for _ in range(3)]
+        assert all(torch.equal(a, b) for a, b in zip(dev, cpu, strict=True))
+        if name != "dropout":  # a Generator object's stream too
+            g, gc = torch.Generator(device="neuron"), torch.Generator()
+            g.manual_seed(17)
+            gc.manual_seed(17)
+            assert torch.equal(draw("neuron", g).cpu(), draw("cpu", gc))
+
+
+def test_must_show_randn_4x4():
+    torch.manual_seed(0)
+    a = torch.randn(4, 4, device="neuron").cpu()
+    torch.manual_seed(0)
+    assert torch.equal(a, torch.randn(4, 4))
+
+
+def test_dropout_training_step_matches_cpu_bit_for_bit():
+    def step(device):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(
+            torch.nn.Linear(16, 32), torch.nn.Dropout(0.3), torch.nn.ReLU(), torch.nn.Linear(32, 4)
+        )
+        x = torch.randn(8, 16)
+        model, x = model.to(device), x.to(device)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        # The device's generator is its own (as CUDA's): the dropout mask is the first draw of
+        # the CPU stream on both devices.
+        torch.manual_seed(1)
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        return [loss.detach().cpu()] + [p.detach().cpu() for p in model.parameters()]
+
+    for a, b in zip(step("neuron"), step("cpu"), strict=True):
+        assert torch.equal(a, b)
+
+
 def test_torch_manual_seed_seeds_the_device():
     torch.manual_seed(77)
-    a = torch.rand(16, device="neuron").cpu()
-    torch.manual_seed(77)
-    b = torch.rand(16, device="neuron").cpu()
-    assert torch.equal(a, b)
     assert torch.neuron.initial_seed() == 77
-    torch.manual_seed(77)
-    assert _state() == (77, 0)
-    assert torch.neuron.get_rng_state("neuron:1")[:8].tolist() == [77, 0, 0, 0, 0, 0, 0, 0]
+    assert torch.equal(torch.neuron.get_rng_state(), torch.get_rng_state())
+    assert torch.equal(torch.neuron.get_rng_state("neuron:1"), torch.get_rng_state())
 
 
-def test_rng_state_is_16_bytes_seed_and_offset():
-    torch.neuron.manual_seed(0x0102030405)
-    s = torch.neuron.get_rng_state()
-    assert s.dtype == torch.uint8 and s.shape == (16,) and s.device.type == "cpu"
-    assert _state() == (0x0102030405, 0)
-    torch.rand(10, device="neuron")
-    assert _state() == (0x0102030405, 3)
-
-
-def test_set_rng_state_restores_the_stream():
+def test_rng_state_is_the_cpu_generators():
     torch.neuron.manual_seed(5)
     torch.rand(3, device="neuron")
-    saved = torch.neuron.get_rng_state()
+    s = torch.neuron.get_rng_state()
+    assert s.dtype == torch.uint8 and s.shape == (5056,) and s.device.type == "cpu"
     x = torch.randn(100, device="neuron").cpu()
     y = torch.rand(7, device="neuron").cpu()
-    torch.neuron.set_rng_state(saved)
+    torch.neuron.set_rng_state(s)
     assert torch.equal(torch.randn(100, device="neuron").cpu(), x)
     assert torch.equal(torch.rand(7, device="neuron").cpu(), y)
-    # A hand-made state: seed 5, offset 1 (past the first rand(3)).
-    state = torch.tensor(
-        list((5).to_bytes(8, "little") + (1).to_bytes(8, "little")), dtype=torch.uint8
-    )
-    torch.neuron.set_rng_state(state)
+    # The CPU generator's state moves over as it is.
+    torch.set_rng_state(s)
+    assert torch.equal(torch.randn(100), x)
+    torch.manual_seed(5)
+    torch.rand(3)
+    torch.neuron.set_rng_state(torch.get_rng_state())
     assert torch.equal(torch.randn(100, device="neuron").cpu(), x)
 
 
 def test_set_rng_state_rejects_a_bad_state():
-    with pytest.raises(RuntimeError, match="16 bytes"):
+    with pytest.raises(RuntimeError, match="5056"):
         torch.neuron.set_rng_state(torch.zeros(8, dtype=torch.uint8))
 
 
@@ -136,35 +185,32 @@ def test_get_and_set_rng_state_all():
     assert all(torch.equal(x, y) for x, y in zip(a, b, strict=False))
 
 
-@pytest.mark.parametrize("numel,blocks", [(1, 1), (4, 1), (5, 2), (8, 2), (1000, 250), (1001, 251)])
-def test_offset_advances_by_ceil_numel_over_4(numel, blocks):
-    torch.neuron.manual_seed(3)
-    torch.randn(numel, device="neuron")
-    assert _state() == (3, blocks)
-    torch.rand(numel, device="neuron")
-    assert _state() == (3, 2 * blocks)
-    assert blocks == math.ceil(numel / 4)
-
-
-def test_stream_is_counter_based():
+def test_philox_region_state():
+    # DTensor's tracker sets a 16-byte (seed, offset) state: a counter-based Philox region.
     # rand(8) covers Philox blocks 0-1; rand(4) twice draws block 0 then block 1.
-    torch.neuron.manual_seed(9)
+    saved = torch.neuron.get_rng_state()
+    region = torch.frombuffer(
+        bytearray((9).to_bytes(8, "little") + (0).to_bytes(8, "little")), dtype=torch.uint8
+    )
+    torch.neuron.set_rng_state(region)
     whole = torch.rand(8, device="neuron").cpu()
-    torch.neuron.manual_seed(9)
+    assert torch.neuron.get_rng_state()[8:].view(torch.int64).item() == 2
+    torch.neuron.set_rng_state(region)
     parts = torch.cat([torch.rand(4, device="neuron").cpu(), torch.rand(4, device="neuron").cpu()])
     assert torch.equal(whole, parts)
+    torch.neuron.set_rng_state(saved)  # the CPU state ends the region
+    after = torch.rand(4, device="neuron").cpu()
+    torch.set_rng_state(saved)
+    assert torch.equal(after, torch.rand(4))
 
 
 def test_each_core_has_its_own_generator():
     torch.neuron.manual_seed_all(21)
-    torch.rand(40, device="neuron:1")
-    assert torch.neuron.get_rng_state("neuron:0")[8:].tolist() == [0] * 8
-    assert torch.neuron.get_rng_state("neuron:1")[8] == 10
-    # Same seed, same offset: the same values on either core.
-    torch.neuron.manual_seed_all(21)
     a = torch.rand(6, device="neuron:0").cpu()
-    b = torch.rand(6, device="neuron:1").cpu()
-    assert torch.equal(a, b)
+    torch.neuron.manual_seed_all(21)
+    torch.rand(40, device="neuron:1")  # leaves core 0's stream alone
+    assert torch.equal(torch.rand(6, device="neuron:0").cpu(), a)
+    assert not torch.equal(torch.rand(6, device="neuron:1").cpu(), a)
 
 
 def test_generator_objects():
@@ -173,14 +219,16 @@ def test_generator_objects():
     g.manual_seed(42)
     assert g.initial_seed() == 42
     torch.neuron.manual_seed(1)
-    default_before = _state()
+    default_before = torch.neuron.get_rng_state()
     a = {name: draw(g).cpu() for name, draw in DRAWS.items()}
-    assert _state() == default_before  # drawing from g leaves the default generator alone
+    assert torch.equal(
+        torch.neuron.get_rng_state(), default_before
+    )  # drawing from g leaves the default generator alone
     g.manual_seed(42)
     b = {name: draw(g).cpu() for name, draw in DRAWS.items()}
     assert all(torch.equal(a[k], b[k]) for k in a)
     state = g.get_state()
-    assert state.dtype == torch.uint8 and state.numel() == 16
+    assert state.dtype == torch.uint8 and state.numel() == 5056
     x = torch.rand(9, device="neuron", generator=g).cpu()
     g.set_state(state)
     assert torch.equal(torch.rand(9, device="neuron", generator=g).cpu(), x)

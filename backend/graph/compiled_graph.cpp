@@ -10,12 +10,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "accelerator/context.h"
+#include "aten/device_tensor.h"
 #include "aten/native_boxed.h"
 #include "aten/op_scope.h"
-#include "aten/device_tensor.h"
-#include "profiler/activity_recorder.h"
-#include "accelerator/context.h"
 #include "neuronsim/runtime/trace_session.h"
+#include "profiler/activity_recorder.h"
 
 namespace neuronsim::backend {
 

@@ -409,6 +409,8 @@ def test_multi_tensor_isa_mode_agrees_with_fast_mode(name):
             scale = max(f.double().abs().max().item(), 1.0)
             err = (f.double() - i.double()).abs().max().item()
             assert err <= tol * scale, f"{name}: max error {err} > {tol} x {scale}"
+
+
 def test_isa_mode_random_is_seeded_by_the_cpu_stream():
     _C._set_isa_mode(True)
     try:

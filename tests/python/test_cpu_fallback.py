@@ -28,6 +28,8 @@ def _both(fn, *inputs):
 
 
 def test_batch_norm_training_updates_running_stats():
+    # native_batch_norm is native now; the fallback's write-back of its running stats (which its
+    # schema does not mark as written) is checked below through the forced fallback.
     torch.manual_seed(0)
     x = torch.randn(4, 3, 5, 5)
     m = torch.nn.BatchNorm2d(3)
@@ -35,7 +37,6 @@ def test_batch_norm_training_updates_running_stats():
     for _ in range(3):
         y = m(x)
         yd = md(x.to("neuron"))
-    assert "aten::native_batch_norm" in neuronsim.get_fallback_ops()
     torch.testing.assert_close(yd.cpu(), y)
     torch.testing.assert_close(md.running_mean.cpu(), m.running_mean)
     torch.testing.assert_close(md.running_var.cpu(), m.running_var)
@@ -158,3 +159,19 @@ def test_histc_bad_range_raises_as_on_cpu(lo, hi, match):
         torch.histc(torch.rand(10), 5, lo, hi)
     with pytest.raises(RuntimeError, match=match):
         torch.histc(torch.rand(10, device="neuron"), 5, lo, hi)
+
+
+def test_forced_fallback_writes_back_unmarked_running_stats():
+    torch.manual_seed(0)
+    x, w, b = torch.randn(4, 3, 5, 5), torch.randn(3), torch.randn(3)
+    rm, rv = torch.zeros(3), torch.ones(3)
+    drm, drv = rm.to("neuron"), rv.to("neuron")
+    ref = torch.native_batch_norm(x, w, b, rm, rv, True, 0.1, 1e-5)
+    got = neuronsim._C._cpu_fallback_call(
+        "aten::native_batch_norm", "", x.to("neuron"), w.to("neuron"), b.to("neuron"),
+        drm, drv, True, 0.1, 1e-5,
+    )  # fmt: skip
+    torch.testing.assert_close(got[0].cpu(), ref[0])
+    torch.testing.assert_close(drm.cpu(), rm)
+    torch.testing.assert_close(drv.cpu(), rv)
+    assert not torch.equal(rm, torch.zeros(3))

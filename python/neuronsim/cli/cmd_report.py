@@ -87,11 +87,11 @@ def run(args) -> int:
     trace = trace_data.load(args.trace)
     per_rank = None
     if ranks.is_merged(trace):
-        split = ranks.split(trace)
-        if not 0 <= args.rank < len(split):
-            raise CLIError(f"--rank {args.rank}: the trace has ranks 0-{len(split) - 1}")
-        per_rank = ranks.breakdown(split)
-        trace = split[args.rank]
+        files = ranks.rank_files(trace)
+        if not 0 <= args.rank < len(files):
+            raise CLIError(f"--rank {args.rank}: the trace has ranks 0-{len(files) - 1}")
+        per_rank = ranks.breakdown(files)
+        trace = trace_data.load(files[args.rank])
     s = trace_data.summarize(trace)
     if per_rank is not None:
         s["ranks"] = per_rank

@@ -45,7 +45,9 @@ def launch(args, script: str) -> int:
         raise CLIError(f"--nproc-per-node must be at least 1, got {n}")
     want = bool(args.trace or args.report or args.summary_json)
     with tempfile.TemporaryDirectory(prefix="neuronsim-ranks-") as tmp:
-        base = os.path.join(tmp, "trace.json")
+        # With --trace the ranks' own traces stay beside the merged one (out.rank<R>.json):
+        # `neuronsim report --rank R` reads them.
+        base = os.path.abspath(args.trace) if args.trace else os.path.join(tmp, "trace.json")
         child = [
             sys.executable,
             "-m",
@@ -82,9 +84,7 @@ def launch(args, script: str) -> int:
 def write_outputs(args, paths: list[str], merged_path: str) -> None:
     """Merges the rank traces into `merged_path` and writes --summary-json and --report."""
     ranks.merge(paths, merged_path)
-    merged = trace_data.load(merged_path)
-    per_rank = ranks.split(merged)
-    rows = ranks.breakdown(per_rank)
+    rows = ranks.breakdown(paths)
     print(ranks.format_breakdown(rows), file=sys.stderr)
     if args.trace:
         print(
@@ -92,12 +92,11 @@ def write_outputs(args, paths: list[str], merged_path: str) -> None:
             file=sys.stderr,
         )
     if args.summary_json or args.report:
-        summary = trace_data.summarize(per_rank[0])
+        summary = trace_data.summarize(trace_data.load(paths[0]))
+        metas = [ranks.read_rank(p).metadata for p in paths]
         # The job ends when its last rank does.
-        summary["device_time_ns"] = max(
-            float(t.metadata.get("device_time_ns", 0)) for t in per_rank
-        )
-        summary["host_time_ns"] = max(float(t.metadata.get("host_time_ns", 0)) for t in per_rank)
+        summary["device_time_ns"] = max(float(m.get("device_time_ns", 0)) for m in metas)
+        summary["host_time_ns"] = max(float(m.get("host_time_ns", 0)) for m in metas)
         summary["simulated_time_ns"] = summary["device_time_ns"]
         summary["ranks"] = rows
         summary["trace"] = os.path.abspath(args.trace) if args.trace else None

@@ -4,8 +4,8 @@ breakdown of simulated time into compute, communication and waiting.
 Each rank of a distributed job writes its own trace (``<stem>.rank<R>.json``). The merged trace
 has one process per rank ("rank 0 (instance 0, nc0)"); its rows are the rank's rows prefixed
 with the process they came from ("nc0 TensorE", "nc0 Collectives pg0", "host ATen ops"), so the
-ranks line up on one clock. ``otherData.ranks`` keeps every rank's own metadata; ``split`` turns
-a merged trace back into per-rank traces that every other summary understands.
+ranks line up on one clock. ``otherData.ranks`` keeps every rank's own metadata and the path of
+its own trace, which `neuronsim report --rank R` and the per-rank breakdown read.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from neuronsim.cli import trace_data
@@ -55,8 +56,7 @@ def merge(paths: list[str], out: str) -> dict:
     events: list[dict] = []
     ranks_meta = []
     for rank, path in enumerate(paths):
-        doc = trace_data._read_json(path)
-        trace_data._check_neuronsim(doc, path)
+        doc = _read_doc(path)
         meta = doc["otherData"]
         ranks_meta.append({"rank": rank, "trace": os.path.abspath(path), "metadata": meta})
         pid = rank + 1
@@ -153,51 +153,87 @@ def merge(paths: list[str], out: str) -> dict:
     return meta
 
 
-def is_merged(trace: trace_data.Trace) -> bool:
-    return bool(trace.metadata.get("merged")) and isinstance(trace.metadata.get("ranks"), list)
+def _read_doc(path: str) -> dict:
+    text = trace_data._read_text(path)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CLIError(f"{path}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    meta = doc.get("otherData") if isinstance(doc, dict) else None
+    if not isinstance(doc.get("traceEvents"), list) or not isinstance(meta, dict):
+        raise CLIError(f"{path}: not a neuronsim trace (no traceEvents and otherData)")
+    return doc
 
 
-def split(trace: trace_data.Trace) -> list[trace_data.Trace]:
-    """A merged trace as one trace per rank, rows and processes as the rank wrote them."""
-    ranks = trace.metadata["ranks"]
-    labels = {_label(r["metadata"], r["rank"]): r["rank"] for r in ranks}
-    slices = [[] for _ in ranks]
-    counters = [[] for _ in ranks]
-    for s in trace.slices:
-        r = labels.get(s.process)
-        if r is None:
-            continue
-        process, _, row = s.row.partition(" ")
-        slices[r].append(trace_data.Slice(process, row, s.name, s.begin, s.end, s.args))
-    for process, name, t, value in trace.counters:
-        r = labels.get(process)
-        if r is not None:
-            proc, _, counter = name.partition(" ")
-            counters[r].append((proc, counter, t, value))
-    return [
-        trace_data.Trace(r["trace"], r["metadata"], slices[r["rank"]], counters[r["rank"]])
-        for r in ranks
-    ]
+@dataclass
+class RankTrace:
+    """What the breakdown needs of one rank's own trace: its metadata and (row, name, begin ps,
+    end ps) of every slice."""
+
+    path: str
+    metadata: dict
+    slices: list[tuple[str, str, int, int]]
 
 
-def breakdown(rank_traces: list[trace_data.Trace]) -> list[dict]:
+def read_rank(path: str) -> RankTrace:
+    doc = _read_doc(path)
+    threads = {}
+    for e in doc["traceEvents"]:
+        if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "thread_name":
+            threads[(e.get("pid"), e.get("tid"))] = str((e.get("args") or {}).get("name", ""))
+    slices = []
+    for e in doc["traceEvents"]:
+        if isinstance(e, dict) and e.get("ph") == "X":
+            row = threads.get((e.get("pid"), e.get("tid")), "")
+            begin = int(round(float(e.get("ts", 0)) * 1e6))
+            end = begin + int(round(float(e.get("dur", 0)) * 1e6))
+            slices.append((row, str(e.get("name", "")), begin, end))
+    return RankTrace(path, doc["otherData"], slices)
+
+
+def _merged_meta(trace: trace_data.TraceFile) -> dict:
+    try:
+        meta = json.loads(trace.text).get("otherData")
+    except (json.JSONDecodeError, AttributeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def is_merged(trace: trace_data.TraceFile) -> bool:
+    meta = _merged_meta(trace)
+    return bool(meta.get("merged")) and isinstance(meta.get("ranks"), list)
+
+
+def rank_files(trace: trace_data.TraceFile) -> list[str]:
+    """The ranks' own trace files a merged trace was made of (kept beside it)."""
+    paths = [r["trace"] for r in _merged_meta(trace)["ranks"]]
+    missing = [p for p in paths if not os.path.exists(p)]
+    if missing:
+        raise CLIError(
+            f"{trace.path}: the per-rank traces it was merged from are gone ({missing[0]} ...)"
+        )
+    return paths
+
+
+def breakdown(paths: list[str]) -> list[dict]:
     """Per rank: simulated time, compute (kernels), communication (collectives), waiting for
     other ranks, and how much compute and communication overlapped."""
     rows = []
-    for rank, t in enumerate(rank_traces):
+    for rank, path in enumerate(paths):
+        t = read_rank(path)
         kernels, comm, waited, count = [], [], 0, 0
-        for s in t.slices:
-            if s.row == "Kernels":
-                kernels.append((s.begin, s.end))
-            elif s.row.startswith(COLLECTIVE_ROW):
-                if s.name.startswith(WAIT_PREFIX):
-                    waited += s.end - s.begin
+        for row, name, begin, end in t.slices:
+            if row == "Kernels":
+                kernels.append((begin, end))
+            elif row.startswith(COLLECTIVE_ROW):
+                if name.startswith(WAIT_PREFIX):
+                    waited += end - begin
                 else:
-                    comm.append((s.begin, s.end))
+                    comm.append((begin, end))
                     count += 1
-        compute_ps = trace_data.union_ps(kernels)
-        comm_ps = trace_data.union_ps(comm)
-        both = trace_data.union_ps(kernels + comm)
+        compute_ps = _union_ps(kernels)
+        comm_ps = _union_ps(comm)
+        both = _union_ps(kernels + comm)
         d = t.metadata.get("distributed") or {}
         rows.append(
             {
@@ -213,6 +249,19 @@ def breakdown(rank_traces: list[trace_data.Trace]) -> list[dict]:
             }
         )
     return rows
+
+
+def _union_ps(spans: list[tuple[int, int]]) -> int:
+    """Total time covered by the spans (overlaps counted once)."""
+    total, end = 0, None
+    for b, e in sorted(spans):
+        if end is None or b > end:
+            total += e - b
+            end = e
+        elif e > end:
+            total += e - end
+            end = e
+    return total
 
 
 def format_breakdown(rows: list[dict]) -> str:

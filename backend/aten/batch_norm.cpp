@@ -99,7 +99,9 @@ bool backward_supported(const OpInvocation& inv) {
 
 NativeOpTable batch_norm_ops() {
   NativeOpTable ops;
-  ops.push_back({"aten::native_batch_norm", forward, supported, {"running_mean", "running_var"}});
+  NativeOp with_running_stats{"aten::native_batch_norm", forward, supported};
+  with_running_stats.writes = {"running_mean", "running_var"};
+  ops.push_back(with_running_stats);
   ops.push_back({"aten::_native_batch_norm_legit", forward, supported});
   ops.push_back({"aten::_batch_norm_with_update", forward, supported});
   ops.push_back({"aten::native_batch_norm_backward", backward, backward_supported});

@@ -62,9 +62,6 @@ struct NativeOp {
   std::string name;  // ATen base name: "aten::add" covers add, add_ and add.out
   TimingBuilder build;
   SupportCheck supports;  // null: every invocation
-  /// Arguments the op writes that its schema does not mark as written (native_batch_norm's
-  /// running statistics): ISA mode restores them, like marked ones, before the programs run.
-  std::vector<std::string> writes = {};
   /// Also registers the overloads whose only kernel is CompositeExplicitAutograd (the _foreach_*
   /// ops): their values come from that kernel on the CPU views, their time from one launch.
   bool composite = false;
@@ -73,6 +70,9 @@ struct NativeOp {
   /// A data-dependent output shape (nonzero, masked_select): the program writes the element
   /// count to `OpInvocation::count` and the host reads it back, a device-to-host sync.
   bool shape_sync = false;
+  /// Arguments the op writes that its schema does not mark as written (native_batch_norm's
+  /// running statistics): ISA mode restores them, like marked ones, before the programs run.
+  std::vector<std::string> writes = {};
 };
 using NativeOpTable = std::vector<NativeOp>;
 

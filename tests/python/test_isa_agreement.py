@@ -315,9 +315,10 @@ def _fused_adam(fn, amsgrad=False, scaled=False, maximize=False):
     def run(ps, gs):
         torch.manual_seed(2)
         dev = ps[0].device
-        m = [torch.randn_like(p) for p in ps]
-        v = [torch.rand_like(p) for p in ps]
-        vmax = [torch.rand_like(p) for p in ps] if amsgrad else []
+        # Drawn on the CPU: ISA mode's random ops draw their own stream (docs/neuron-device.md).
+        m = [torch.randn(p.shape).to(dev) for p in ps]
+        v = [torch.rand(p.shape).to(dev) for p in ps]
+        vmax = [torch.rand(p.shape).to(dev) for p in ps] if amsgrad else []
         steps = [_one(3.0, dev) for _ in ps]
         kw = {"grad_scale": _one(2.0, dev), "found_inf": _one(0.0, dev)} if scaled else {}
         fn(ps, gs, m, v, vmax, steps, lr=0.01, beta1=0.9, beta2=0.99, weight_decay=0.1, eps=1e-8,

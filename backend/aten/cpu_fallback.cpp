@@ -13,6 +13,7 @@
 #include "accelerator/context.h"
 #include "accelerator/generator.h"
 #include "aten/device_tensor.h"
+#include "aten/native_ops.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "graph/graph_capture.h"
@@ -23,39 +24,19 @@ namespace {
 
 thread_local int t_fallback_depth = 0;
 
-bool is_neuron(const at::Tensor& t) {
-  return t.defined() && t.device().is_privateuseone();
-}
-
-// Arguments whose CPU kernels write them although the schema does not say so; PyTorch's own
-// cpu_fallback loses these writes (nn.BatchNorm's running statistics in training mode).
+// Arguments whose CPU kernels write them although the schema does not say so, as the op table
+// lists them (NativeOp::writes); PyTorch's own cpu_fallback loses these writes (nn.BatchNorm's
+// running statistics in training mode).
 bool unannotated_write(const std::string& op, const std::string& arg) {
-  static const std::unordered_map<std::string, std::vector<std::string>> table = {
-      {"aten::native_batch_norm", {"running_mean", "running_var"}},
-  };
-  auto it = table.find(op);
-  return it != table.end() &&
-         std::find(it->second.begin(), it->second.end(), arg) != it->second.end();
+  const NativeOp* native = find_native_op(op);
+  return native &&
+         std::find(native->writes.begin(), native->writes.end(), arg) != native->writes.end();
 }
 
 bool writes(const c10::FunctionSchema& schema, size_t i) {
   const auto& a = schema.arguments()[i];
   return (a.alias_info() && a.alias_info()->isWrite()) ||
          unannotated_write(schema.name(), a.name());
-}
-
-// Calls fn on every tensor inside an IValue (tensor, tensor list, optional-tensor list).
-template <typename Fn>
-void for_each_tensor(const c10::IValue& v, Fn&& fn) {
-  if (v.isTensor()) {
-    fn(v.toTensor());
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) fn(t);
-  } else if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor()) fn(e.toTensor());
-    }
-  }
 }
 
 // The same IValue with every tensor replaced by fn(tensor).

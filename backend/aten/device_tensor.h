@@ -2,6 +2,7 @@
 // at::Tensor <-> the kernel library's TensorDesc, and zero-copy CPU views of device tensors
 // (simulated HBM is host-addressable).
 #include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
 
 #include <cstdint>
 #include <functional>
@@ -28,5 +29,23 @@ kernels::TensorDesc describe_bytes(const at::Tensor& t, const HbmAddressOf& hbm_
 
 /// A CPU tensor aliasing a neuron tensor's memory (same sizes, strides, dtype, conj/neg bits).
 at::Tensor cpu_view(const at::Tensor& t);
+
+inline bool is_neuron(const at::Tensor& t) {
+  return t.defined() && t.device().is_privateuseone();
+}
+
+// Calls fn on every tensor inside an IValue (tensor, tensor list, optional-tensor list).
+template <typename Fn>
+void for_each_tensor(const c10::IValue& v, Fn&& fn) {
+  if (v.isTensor()) {
+    fn(v.toTensor());
+  } else if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) fn(t);
+  } else if (v.isList()) {
+    for (const c10::IValue& e : v.toListRef()) {
+      if (e.isTensor()) fn(e.toTensor());
+    }
+  }
+}
 
 }  // namespace neuronsim::backend

@@ -24,24 +24,6 @@ bool exact_64bit() {
   return v && std::strcmp(v, "1") == 0;
 }
 
-bool is_neuron(const at::Tensor& t) {
-  return t.defined() && t.device().is_privateuseone();
-}
-
-// Calls fn on every tensor inside an IValue (tensor, tensor list, optional-tensor list).
-template <typename Fn>
-void for_each_tensor(const c10::IValue& v, Fn&& fn) {
-  if (v.isTensor()) {
-    fn(v.toTensor());
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList()) fn(t);
-  } else if (v.isList()) {
-    for (const c10::IValue& e : v.toListRef()) {
-      if (e.isTensor()) fn(e.toTensor());
-    }
-  }
-}
-
 // 64-bit data computed at 32 bits: the value the device would hold.
 at::Tensor round_to_32(const at::Tensor& t) {
   if (t.scalar_type() == at::kDouble) return t.to(at::kFloat).to(at::kDouble);

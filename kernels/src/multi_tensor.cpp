@@ -11,6 +11,7 @@
 #include "neuronsim/device/executor.h"
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
+#include "neuronsim/kernels/reduction.h"
 #include "neuronsim/kernels/tiling.h"
 
 namespace neuronsim::kernels {
@@ -53,20 +54,6 @@ namespace {
 // Where a value lives: a per-group constant (folded on the host, as kernel arguments are), a
 // [P, 1] column computed once per group, per element (tiles), or after a reduction ([1, 1]).
 enum Phase { kConst, kColumn, kTile, kPost };
-
-AluOp combine_op(ReduceOp r) {
-  switch (r) {
-    case ReduceOp::kAdd:
-      return AluOp::kAdd;
-    case ReduceOp::kMax:
-      return AluOp::kMax;
-    case ReduceOp::kMin:
-      return AluOp::kMin;
-    case ReduceOp::kMultiply:
-      return AluOp::kMultiply;
-  }
-  return AluOp::kAdd;
-}
 
 float identity(ReduceOp r) {
   switch (r) {

@@ -14,8 +14,6 @@ namespace neuronsim::kernels {
 using namespace device;
 using Token = ProgramBuilder::Token;
 
-namespace {
-
 AluOp combine_op(ReduceOp r) {
   switch (r) {
     case ReduceOp::kAdd:
@@ -29,6 +27,8 @@ AluOp combine_op(ReduceOp r) {
   }
   return AluOp::kAdd;
 }
+
+namespace {
 
 struct Dims {
   std::vector<int64_t> sizes;

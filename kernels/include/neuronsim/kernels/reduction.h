@@ -13,6 +13,9 @@
 
 namespace neuronsim::kernels {
 
+/// The VectorE ALU op that folds two partial results of a reduction.
+device::AluOp combine_op(device::ReduceOp r);
+
 struct ReduceSpec {
   std::vector<int64_t> dims;  // reduced dims of `in` (empty: all)
   device::ReduceOp op = device::ReduceOp::kAdd;

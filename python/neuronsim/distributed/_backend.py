@@ -21,9 +21,12 @@ _incarnations: dict[str, int] = {}
 
 
 def _inline_bytes(size: int) -> int:
-    """Data up to this many bytes per rank travels with the header every collective exchanges
+    """Data up to this many bytes per peer travels with the header every collective exchanges
     (one round trip instead of two); larger data goes through Gloo's own collective. Inline data
-    goes from every rank to every other (N(N-1) messages), so the limit falls with N squared."""
+    goes from every rank to every other, so a rank receives up to (N-1) x this: the default keeps
+    that near 8 MiB (at most 1 MiB a peer). The header round trip costs about what one small Gloo
+    collective does (N(N-1) messages), so data that Gloo would move in latency-bound steps goes
+    faster inline: measured with bench/collective_bench.py (docs/distributed.md)."""
     value = os.environ.get("NEURON_SIM_CC_INLINE_BYTES")
     if value:
         try:
@@ -35,7 +38,7 @@ def _inline_bytes(size: int) -> int:
         if n < 0:
             raise RuntimeError("neuron backend: NEURON_SIM_CC_INLINE_BYTES must be >= 0")
         return n
-    return max(4096, min(1 << 20, (4 << 20) // max(size, 1) ** 2))
+    return max(4096, min(1 << 20, (8 << 20) // max(size - 1, 1)))
 
 
 def _ranks_per_process() -> int:

@@ -15,7 +15,7 @@ dist.init_process_group("cpu:gloo,neuron:neuron")
 rank, world = dist.get_rank(), dist.get_world_size()
 dev = torch.device("neuron")
 checks = 0
-SIZES = (5, 3000, 70000)  # below and above the inline threshold (NEURON_SIM_CC_INLINE_BYTES)
+SIZES = (5, 3000, 70000)  # below and above the inline threshold (NEURON_SIM_CC_INLINE_BYTES=64K)
 
 
 def data(shape, dtype, seed):

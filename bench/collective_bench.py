@@ -13,8 +13,15 @@ same buffers as CPU tensors, measured in the same run with neuron and Gloo itera
 interleaved (goal: within 1.5x).
 
 Sizes follow nccl-tests: all_reduce the buffer, all_gather its output, reduce_scatter its
-input, all_to_all one rank's input; float32 data. A size whose buffers would not fit in the
-memory this machine has free is skipped and says so (32 ranks of 256 MiB take 8+ GiB).
+input, all_to_all one rank's input; float32 data.
+
+Memory plan: a process holds its buffers (all_reduce: the size S; all_gather, reduce_scatter:
+S + S/N; all_to_all: 2 S; the neuron tensors and the Gloo run share them) and Gloo's own
+temporaries (all_gather_into_tensor and reduce_scatter_tensor allocate another S), so 32
+processes of 256 MiB need 8 GiB (all_reduce) to 16 GiB (the others) on top of ~150 MiB each.
+A size that would not fit in the memory free now is skipped with the --processes that would
+fit: the same collectives timed for the same ranks (NEURON_SIM_CC_MODEL_RANKS), fewer
+processes moving the data.
 """
 
 from __future__ import annotations
@@ -48,6 +55,27 @@ def size_str(n: int) -> str:
         if n >= scale:
             return f"{n / scale:g} {unit}"
     return f"{n} B"
+
+
+def process_bytes(op: str, size: int, processes: int) -> tuple[int, int]:
+    """What one process needs for a collective of `size`: device buffers (the neuron tensors,
+    which the Gloo run shares) and Gloo's temporary host memory (see the module docstring)."""
+    if op == "all_reduce":
+        return size, 0
+    if op == "all_to_all":
+        return 2 * size, 0
+    return size + size // processes, size
+
+
+def fitting_processes(op: str, size: int, ranks: int, free: int) -> int:
+    """The most processes (a divisor of ranks) whose buffers fit in `free` bytes, 0 if none."""
+    for p in range(ranks, 0, -1):
+        if ranks % p == 0 and p * sum(process_bytes(op, size, p)) + MARGIN <= free:
+            return p
+    return 0
+
+
+MARGIN = 1 << 30  # left free for everything else on the machine
 
 
 def available_bytes() -> int:
@@ -108,8 +136,11 @@ def worker(args) -> None:
         for size in sizes:
             if size % (4 * modelled):
                 continue
-            need = torch.tensor([size * 2 * world * 1.3 + (1 << 30)], dtype=torch.float64)
-            ok = torch.tensor([float(available_bytes() >= need.item())])
+            # Simulated HBM pages a process touched stay resident and are reused.
+            device, temp = process_bytes(op, size, world)
+            resident = torch.neuron.max_memory_reserved()
+            need = world * (max(0, device - resident) + temp) + MARGIN
+            ok = torch.tensor([float(available_bytes() >= need)])
             dist.broadcast(ok, 0, group=gloo)
             if not ok.item():
                 free = available_bytes()
@@ -118,10 +149,13 @@ def worker(args) -> None:
                         "op": op,
                         "size": size,
                         "skipped": True,
-                        "need_bytes": int(need.item()),
+                        "need_bytes": need,
                         "available_bytes": free,
+                        "fits_processes": fitting_processes(op, size, modelled, free),
                     }
                 )
+                if rank == 0:
+                    print(format_row(results[-1]), flush=True)
                 continue
             x, y = buffers(op, size)
             hx, hy = host_view(x), host_view(y) if y is not None else None
@@ -185,9 +219,11 @@ HEADER = (
 
 def format_row(r: dict) -> str:
     if r.get("skipped"):
+        fits = r["fits_processes"]
         return (
             f"{r['op']:>15} {size_str(r['size']):>10}  skipped: needs "
             f"{r['need_bytes'] / 2**30:.1f} GiB, {r['available_bytes'] / 2**30:.1f} GiB free"
+            + (f" (fits with --processes {fits})" if fits else "")
         )
     return (
         f"{r['op']:>15} {size_str(r['size']):>10} {r['simulated_us']:>13.1f} "

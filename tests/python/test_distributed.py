@@ -132,6 +132,15 @@ def test_ways_to_pick_the_neuron_backend():
     assert all("(neuron:0, 1 visible" in ln for ln in lines), lines
 
 
+def test_visible_cores_place_the_ranks():
+    # NEURON_RT_VISIBLE_CORES as the Neuron runtime reads it: both processes see cores 4 and 5 of
+    # a trn1.32xlarge and rank r takes neuron:<local rank>, so the ranks sit on cores 4 and 5.
+    env = {"NEURON_RT_VISIBLE_CORES": "4-5", "NEURON_SIM_PRESET": "trn1.32xlarge"}
+    lines = ranks_say(torchrun("init_check.py", 2, env=env), r"init ok", 2)
+    assert any("rank 0 on instance 0 core 4: init ok (neuron:0, 2 visible" in ln for ln in lines)
+    assert any("rank 1 on instance 0 core 5: init ok (neuron:1, 2 visible" in ln for ln in lines)
+
+
 def test_two_nodes_on_loopback():
     # Two torchrun agents, one rank each, as a two-instance job would run: the ranks sit on
     # different simulated instances and their collectives cross the network (EFA).

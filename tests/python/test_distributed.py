@@ -293,6 +293,41 @@ def test_whatif_changes_collective_time(tmp_path):
     assert slow - fast == pytest.approx(15 * 2 * 196800, rel=0.01), (fast, slow)
 
 
+def test_whatif_link_bandwidth_changes_collective_time(tmp_path):
+    # Ranks on cores 0 and 2 of a trn1.32xlarge: chips 0 and 1, one NeuronLink apart. At 1 GB/s
+    # the link bounds the 2-rank ring all-reduce (two steps of half the bytes each way: 1 ns a
+    # byte); at 103.1 GB/s the collective DMA does (85 GB/s, the reduce step at half rate).
+    cmd = [
+        sys.executable,
+        "-m",
+        "neuronsim",
+        "whatif",
+        "--preset",
+        "trn1.32xlarge",
+        "--nproc-per-node",
+        "2",
+        "--jobs",
+        "2",
+        "--csv",
+        str(tmp_path / "w.csv"),
+        "--set",
+        "collectives.algorithm=ring",
+        "--sweep",
+        "neuronlink.link_bandwidth_gbps=103.1,1",
+        str(EXAMPLE),
+    ]
+    env = _env({"NEURON_RT_VISIBLE_CORES": "0,2"})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    rows = (tmp_path / "w.csv").read_text().splitlines()[1:]
+    fast, slow = (float(r.split(",")[1]) for r in rows)
+    # The example all-reduces its gradients (512x2048 + 2048 + 2048x512 + 512 floats) and the
+    # loss, 3 steps.
+    reduced = 3 * (4 * (512 * 2048 + 2048 + 2048 * 512 + 512) + 4)
+    per_byte_fast = 0.5 / 42.5 + 0.5 / 85  # ns a byte: reduce-scatter half, all-gather half
+    assert slow - fast == pytest.approx(reduced * (1 - per_byte_fast), rel=0.01), (fast, slow)
+
+
 def test_fewer_processes_time_the_same_collectives(tmp_path):
     # The benchmark's --processes (NEURON_SIM_CC_MODEL_RANKS): 2 processes standing for 4 ranks
     # give the 4-rank job's simulated times, for every collective of the benchmark.

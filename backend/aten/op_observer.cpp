@@ -18,7 +18,7 @@ namespace {
 
 // One op the observer has open on this thread.
 struct Frame {
-  int32_t id = -1;  // the op's id in the tracker; -1: not tracked
+  int32_t id = -1;   // the op's id in the tracker; -1: not tracked
   int uncaught = 0;  // std::uncaught_exceptions() at entry (an op that raised is not executed)
   uint64_t fallbacks = 0, at32 = 0;  // the thread's counters at entry
 };

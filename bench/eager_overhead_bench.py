@@ -14,14 +14,14 @@ import neuronsim
 import torch
 
 
-def bench(fn, iters):
+def bench(fn, iters, clock=time.perf_counter):
     fn()  # warm up
-    t0 = time.perf_counter()
+    t0 = clock()
     for _ in range(iters):
         fn()
     if torch.neuron.is_initialized():
         torch.neuron.synchronize()
-    return (time.perf_counter() - t0) / iters
+    return (clock() - t0) / iters
 
 
 def main():
@@ -90,6 +90,29 @@ def main():
         dev = bench(fn, iters)
         sim_us = (neuronsim.simulated_time_ns() - t_sim0) / 1e3 / (iters + 1)
         print(f"{name:<18}{cpu * 1e3:>10.3f}{dev * 1e3:>12.3f}{dev / cpu:>8.1f}{sim_us:>14.2f}")
+    observer_cost([("add 64x64", small_add, 2000), ("100 small ops", small_op_loop, 20)])
+
+
+def observer_cost(cases):
+    """The op-tracking observer (a RecordFunction callback on every ATen op): the same loops with
+    it removed and installed, interleaved, best of five, in this process's CPU time (the
+    observer's own cost; wall-clock time on a shared machine mostly measures the neighbours)."""
+    from neuronsim import _C
+
+    print(f"\n{'op tracking':<18}{'off ms':>10}{'on ms':>12}{'ratio':>8}   (process CPU time)")
+    was = _C._op_observer_enabled()
+    for name, make, iters in cases:
+        fn = make("neuron")
+        best = {False: float("inf"), True: float("inf")}
+        for _ in range(5):
+            for on in (False, True):
+                _C._set_op_observer(on)
+                best[on] = min(best[on], bench(fn, iters, time.process_time))
+        print(
+            f"{name:<18}{best[False] * 1e3:>10.3f}{best[True] * 1e3:>12.3f}"
+            f"{best[True] / best[False]:>8.3f}"
+        )
+    _C._set_op_observer(was)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #include "accelerator/generator.h"
 #include "aten/device_tensor.h"
 #include "aten/native_ops.h"
+#include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "graph/graph_capture.h"
@@ -334,6 +335,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 }
 
 void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const BackendKernelScope kernel_scope;
   const std::string name = op.schema().name();
   const size_t nargs = op.schema().arguments().size();
   std::string reason;
@@ -345,7 +347,9 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   // A fused node of a compiled graph computes its values here without a device kernel of its
   // own; the graph's fused programs give its time.
   const bool fused = capture_mode() == CaptureMode::kSkip;
-  if (!in_fallback() && !fused) OpTracker::get().record_fallback(name, reason);
+  if (!in_fallback() && !fused) {
+    OpTracker::get().kernel_fallback(OpTracker::full_name(op.operator_name()), reason);
+  }
   std::optional<OpScope> scope;
   if (!fused) {
     scope.emplace(

@@ -14,6 +14,7 @@
 #include "accelerator/hooks.h"
 #include "aten/device_tensor.h"
 #include "aten/native_boxed.h"
+#include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "neuronsim/kernels/elementwise.h"
@@ -76,6 +77,7 @@ uint64_t payload_bytes(const at::Tensor& t) {
 
 // All copies that involve a neuron tensor land here (copy_, .to, .cpu(), the fallback).
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const BackendKernelScope kernel_scope;
   TORCH_CHECK(self.defined() && dst.defined(), "copy between undefined tensors");
   const bool src_dev = self.device().is_privateuseone(), dst_dev = dst.device().is_privateuseone();
   if (self.numel() == 0) return dst;
@@ -95,7 +97,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     launch_programs(
         dst.device(), {program},
         isa_mode() && self.scalar_type() != at::kDouble && dst.scalar_type() != at::kDouble);
-    if (!in_fallback()) OpTracker::get().record_native("aten::copy_", false);
+    if (!in_fallback()) {
+      static const c10::OperatorName kCopy("aten::copy_", "");
+      OpTracker::get().kernel_native(kCopy, false);
+    }
     return dst;
   }
   if (dst_dev) {  // host -> device
@@ -137,11 +142,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  const BackendKernelScope kernel_scope;
   at::native::resize_(dst, self.sizes(), std::nullopt);
   return copy_from(self, dst, false);
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  const BackendKernelScope kernel_scope;
   with_runtime([&](runtime::Runtime& r) {
     r.synchronize();
     r.copy_host(static_cast<uint32_t>(self.device().index()),

@@ -9,6 +9,7 @@
 
 #include "accelerator/context.h"
 #include "aten/device_tensor.h"
+#include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "graph/graph_capture.h"
@@ -172,6 +173,7 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
 }
 
 void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const BackendKernelScope kernel_scope;
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const std::string name = base_name(op);
@@ -286,7 +288,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
       for_each_tensor(r, [&](const at::Tensor& t) { inv.outputs.push_back(t); });
     }
     if (capture == CaptureMode::kSkip) {
-      if (!in_fallback()) OpTracker::get().record_native(name, false);
+      if (!in_fallback()) OpTracker::get().kernel_native(op.operator_name(), false);
       return;
     }
     const auto programs = with_runtime([&](runtime::Runtime& r) {
@@ -295,7 +297,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
       return native->build(inv);
     });
     launch_programs(*device, programs, false);
-    if (!in_fallback()) OpTracker::get().record_native(name, false);
+    if (!in_fallback()) OpTracker::get().kernel_native(op.operator_name(), false);
     return;
   }
   // Copied out= tensors: move the result into the (resized) device tensor.
@@ -319,7 +321,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     if (t.defined() && is_64bit(t.scalar_type())) functional = false;
   }
   if (capture == CaptureMode::kSkip) {
-    if (!in_fallback()) OpTracker::get().record_native(name, any64 && emulate64);
+    if (!in_fallback()) OpTracker::get().kernel_native(op.operator_name(), any64 && emulate64);
     return;
   }
   if (native->shape_sync) inv.count = at::empty({1}, at::TensorOptions(*device).dtype(at::kInt));
@@ -335,7 +337,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   }
   launch_programs(*device, programs, functional);
   if (native->shape_sync) read_count(*device, inv.count);
-  if (!in_fallback()) OpTracker::get().record_native(name, any64 && emulate64);
+  if (!in_fallback()) OpTracker::get().kernel_native(op.operator_name(), any64 && emulate64);
 }
 
 }  // namespace neuronsim::backend

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <mutex>
 
+#include "aten/op_observer.h"
+
 namespace neuronsim::backend {
 namespace {
 std::mutex g_mutex;
@@ -21,22 +23,50 @@ bool OpTracker::strict() const {
   return v && std::strcmp(v, "1") == 0;
 }
 
-void OpTracker::record_native(const std::string& op, bool at32) {
+int32_t OpTracker::intern(const std::string& full_name) {
   std::lock_guard<std::mutex> lock(g_mutex);
-  executed_.insert(op);
-  OpCounts& c = counts_[op];
-  ++c.native;
-  if (at32) ++c.computed_at_32_bits;
+  auto [it, added] = ids_.emplace(full_name, static_cast<int32_t>(names_.size()));
+  if (added) {
+    names_.push_back(full_name);
+    counts_.emplace_back();
+  }
+  return it->second;
 }
 
-void OpTracker::record_fallback(const std::string& op, const std::string& reason) {
+void OpTracker::record(int32_t id, bool fallback, bool computed_at_32_bits) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  OpCounts& c = counts_.at(static_cast<size_t>(id));
+  if (fallback) {
+    ++c.fallback;
+  } else {
+    ++c.native;
+    if (computed_at_32_bits) ++c.computed_at_32_bits;
+  }
+}
+
+std::string OpTracker::full_name(const c10::OperatorName& op) {
+  return op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
+}
+
+void OpTracker::kernel_native(const c10::OperatorName& op, bool computed_at_32_bits) {
+  if (open_tracked_ops() > 0) {
+    if (computed_at_32_bits) note_32bit_in_open_ops();
+    return;
+  }
+  record(intern(full_name(op)), false, computed_at_32_bits);
+}
+
+void OpTracker::kernel_fallback(const std::string& op, const std::string& reason) {
+  // Counted before the strict check: an op refused under NEURON_SIM_STRICT=1 is a fallback op.
+  if (open_tracked_ops() > 0)
+    note_fallback_in_open_ops();
+  else
+    record(intern(op), true, false);
   TORCH_CHECK(!strict(), op, " is not implemented natively for the neuron device", reason,
               "; NEURON_SIM_STRICT=1 forbids the CPU fallback");
   bool warn = false;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
-    fallback_.insert(op);
-    ++counts_[op].fallback;
     warn = warned_.insert(op).second;
   }
   if (warn) {
@@ -48,24 +78,34 @@ void OpTracker::record_fallback(const std::string& op, const std::string& reason
 
 std::set<std::string> OpTracker::executed() const {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return executed_;
+  std::set<std::string> out;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    if (counts_[i].native > 0) out.insert(names_[i]);
+  }
+  return out;
 }
 
 std::set<std::string> OpTracker::fallbacks() const {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return fallback_;
+  std::set<std::string> out;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    if (counts_[i].fallback > 0) out.insert(names_[i]);
+  }
+  return out;
 }
 
 std::map<std::string, OpCounts> OpTracker::counts() const {
   std::lock_guard<std::mutex> lock(g_mutex);
-  return counts_;
+  std::map<std::string, OpCounts> out;
+  for (size_t i = 0; i < counts_.size(); ++i) {
+    if (counts_[i].native > 0 || counts_[i].fallback > 0) out.emplace(names_[i], counts_[i]);
+  }
+  return out;
 }
 
 void OpTracker::clear() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  executed_.clear();
-  fallback_.clear();
-  counts_.clear();
+  for (OpCounts& c : counts_) c = OpCounts{};
 }
 
 }  // namespace neuronsim::backend

@@ -1,30 +1,46 @@
 #pragma once
-// Which ATen ops ran natively on the simulated device and which went to the CPU fallback, under
-// TorchNeuron's names ("aten::add"): sets since the last clear, per-op counts for the report, a
-// once-per-op warning for fallbacks, and NEURON_SIM_STRICT=1 turning a fallback into an error.
+// Which ATen ops ran on the simulated device and which took the CPU fallback, as TorchNeuron
+// reports them: every ATen op called with neuron tensors (composite ops, factories and views
+// too) under its full name with overload ("aten::where.self", "aten::zeros"). An op counts as
+// executed when neither it nor anything inside it took the CPU fallback, as fallback otherwise.
+// The ops are seen by a RecordFunction observer (op_observer.h); the backend's kernels report
+// to the ops open on their thread (kernel_native / kernel_fallback). Per-op counts for the
+// report, a once-per-op warning for fallbacks, NEURON_SIM_STRICT=1 turning a fallback into an
+// error.
+#include <ATen/core/operator_name.h>
 #include <c10/util/Exception.h>
 
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace neuronsim::backend {
 
 struct OpCounts {
   uint64_t native = 0;
   uint64_t fallback = 0;
-  uint64_t computed_at_32_bits = 0;  // native runs on float64/int64 data
+  uint64_t computed_at_32_bits = 0;  // runs with float64/int64 data computed at 32 bits
 };
 
 class OpTracker {
  public:
   static OpTracker& get();
 
-  void record_native(const std::string& op, bool computed_at_32_bits);
-  /// Records a fallback, warns once per op (TORCH_WARN), throws c10::Error under
-  /// NEURON_SIM_STRICT=1.
-  void record_fallback(const std::string& op, const std::string& reason);
+  /// A backend kernel computed `op` natively. Counted on the ops open on this thread (the
+  /// observer's); recorded under `op` itself when none is open.
+  void kernel_native(const c10::OperatorName& op, bool computed_at_32_bits);
+  /// A backend kernel sent `op` to the CPU fallback: makes every op open on this thread a
+  /// fallback, warns once per op (TORCH_WARN), throws c10::Error under NEURON_SIM_STRICT=1.
+  void kernel_fallback(const std::string& op, const std::string& reason);
+
+  /// "aten::add.Tensor", "aten::zeros": the name TorchNeuron reports.
+  static std::string full_name(const c10::OperatorName& op);
+  /// The stable id of a full op name ("aten::add.Tensor").
+  int32_t intern(const std::string& full_name);
+  /// One finished run of op `id`.
+  void record(int32_t id, bool fallback, bool computed_at_32_bits);
 
   std::set<std::string> executed() const;
   std::set<std::string> fallbacks() const;
@@ -33,8 +49,10 @@ class OpTracker {
   bool strict() const;
 
  private:
-  std::set<std::string> executed_, fallback_, warned_;
-  std::map<std::string, OpCounts> counts_;
+  std::vector<std::string> names_;
+  std::map<std::string, int32_t> ids_;
+  std::vector<OpCounts> counts_;  // by id
+  std::set<std::string> warned_;
 };
 
 }  // namespace neuronsim::backend

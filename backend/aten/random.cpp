@@ -16,6 +16,7 @@
 #include "accelerator/generator.h"
 #include "aten/device_tensor.h"
 #include "aten/native_boxed.h"
+#include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "neuronsim/device/philox.h"
@@ -95,7 +96,7 @@ void run(const char* op, const at::Tensor& out, kernels::RandomSpec spec,
     return kernels::build_random(op, describe(out, hbm), spec, r.device().params().core);
   });
   launch_programs(out.device(), {program}, isa_mode() && out.is_contiguous());
-  OpTracker::get().record_native(op, is_64bit(out.scalar_type()));
+  OpTracker::get().kernel_native(c10::OperatorName(op, ""), is_64bit(out.scalar_type()));
 }
 
 // `host_fill` draws the CPU stream's values into a CPU view with the CPU generator.
@@ -118,6 +119,7 @@ at::Tensor& fill_random(at::Tensor& self, kernels::RandomSpec spec,
 }
 
 at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at::Generator> gen) {
+  const BackendKernelScope kernel_scope;
   TORCH_CHECK(from <= to, "uniform_ expects to return a [from, to) range, but found from=", from,
               " > to=", to);
   kernels::RandomSpec s;
@@ -129,6 +131,7 @@ at::Tensor& uniform_(at::Tensor& self, double from, double to, std::optional<at:
 }
 
 at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at::Generator> gen) {
+  const BackendKernelScope kernel_scope;
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   kernels::RandomSpec s;
   s.dist = device::RngDist::kNormal;
@@ -197,22 +200,26 @@ at::Tensor& random_impl(at::Tensor& self, int64_t from, std::optional<int64_t> t
 
 at::Tensor& random_from(at::Tensor& self, int64_t from, std::optional<int64_t> to,
                         std::optional<at::Generator> gen) {
+  const BackendKernelScope kernel_scope;
   return random_impl(self, from, to, gen, [&](const at::Tensor& h, const at::Generator& cg) {
     h.random_(from, to, cg);
   });
 }
 
 at::Tensor& random_to(at::Tensor& self, int64_t to, std::optional<at::Generator> gen) {
+  const BackendKernelScope kernel_scope;
   return random_impl(self, 0, to, gen,
                      [&](const at::Tensor& h, const at::Generator& cg) { h.random_(to, cg); });
 }
 
 at::Tensor& random_default(at::Tensor& self, std::optional<at::Generator> gen) {
+  const BackendKernelScope kernel_scope;
   return random_impl(self, 0, std::nullopt, gen,
                      [&](const at::Tensor& h, const at::Generator& cg) { h.random_(cg); });
 }
 
 at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Generator> gen) {
+  const BackendKernelScope kernel_scope;
   TORCH_CHECK(0 <= p && p <= 1, "bernoulli_ expects p to be in [0, 1], but got p=", p);
   if (self.numel() == 0) return self;
   kernels::RandomSpec s;
@@ -230,6 +237,7 @@ at::Tensor& bernoulli_float(at::Tensor& self, double p, std::optional<at::Genera
 
 at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
                              std::optional<at::Generator> gen) {
+  const BackendKernelScope kernel_scope;
   if (self.numel() == 0) return self;
   kernels::RandomSpec s;
   NeuronGenerator* g = get_generator(gen, self.device().index());
@@ -245,12 +253,14 @@ at::Tensor& bernoulli_tensor(at::Tensor& self, const at::Tensor& p,
 }
 
 at::Tensor bernoulli(const at::Tensor& self, std::optional<at::Generator> gen) {
+  const BackendKernelScope kernel_scope;
   at::Tensor out = at::empty_like(self, at::MemoryFormat::Contiguous);
   return bernoulli_tensor(out, self, gen);
 }
 
 std::tuple<at::Tensor, at::Tensor> native_dropout(const at::Tensor& input, double p,
                                                   std::optional<bool> train) {
+  const BackendKernelScope kernel_scope;
   if (!train.value_or(true) || p == 0) {
     return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
   }

@@ -7,6 +7,7 @@
 #include "accelerator/hooks.h"
 #include "aten/native_boxed.h"
 #include "aten/native_ops.h"
+#include "aten/op_observer.h"
 #include "aten/op_tracking.h"
 #include "distributed/bindings.h"
 #include "neuronsim/runtime/trace_session.h"
@@ -230,6 +231,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_executed_ops", [] { return OpTracker::get().executed(); });
   m.def("_fallback_ops", [] { return OpTracker::get().fallbacks(); });
   m.def("_clear_op_tracking", [] { OpTracker::get().clear(); });
+  m.def("_set_op_observer", &set_op_observer);
+  m.def("_op_observer_enabled", &op_observer_enabled);
   distributed::register_bindings(m);
   m.def("_op_counts", [] {
     py::dict out;

@@ -41,12 +41,14 @@ def device_stats() -> dict[str, Any]:
 
 
 def get_executed_ops() -> set[str]:
-    """ATen ops (``"aten::add"``) that ran natively since the last clear."""
+    """ATen ops called with neuron tensors since the last clear that ran without the CPU fallback
+    (nor any op inside them), as TorchNeuron names them: ``"aten::add.Tensor"``,
+    ``"aten::linear"`` (composite ops, factories and views included)."""
     return set(_C._executed_ops())
 
 
 def get_fallback_ops() -> set[str]:
-    """ATen ops that ran through the CPU fallback since the last clear."""
+    """ATen ops since the last clear that took the CPU fallback, or ran an op inside that did."""
     return set(_C._fallback_ops())
 
 
@@ -55,7 +57,9 @@ def clear_op_tracking() -> None:
 
 
 def op_report() -> dict[str, dict[str, int]]:
-    """Per-op counts since the last clear: native, fallback, computed_at_32_bits (64-bit data)."""
+    """Per-op counts since the last clear: native, fallback, computed_at_32_bits (64-bit data).
+    An op is in ``get_executed_ops()`` iff its native count is non-zero, in ``get_fallback_ops()``
+    iff its fallback count is."""
     return dict(sorted(_C._op_counts().items()))
 
 

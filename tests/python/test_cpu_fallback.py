@@ -50,7 +50,7 @@ def test_out_argument_is_resized_and_written():
     dvals, didx = torch.empty(0, device="neuron"), torch.empty(0, dtype=torch.long, device="neuron")
     r = torch.kthvalue(x.to("neuron"), 3, 1, out=(dvals, didx))
     torch.kthvalue(x, 3, 1, out=(vals, idx))
-    assert "aten::kthvalue" in neuronsim.get_fallback_ops()
+    assert "aten::kthvalue.values" in neuronsim.get_fallback_ops()
     assert r[0] is dvals and r[1] is didx
     assert torch.equal(dvals.cpu(), vals) and torch.equal(didx.cpu(), idx)
 
@@ -58,7 +58,7 @@ def test_out_argument_is_resized_and_written():
 def test_inplace_on_a_view_writes_through_to_the_base():
     base = torch.rand(6, 8) + 0.5
     cpu, (dev,) = _both(lambda b: b[1:, ::2].lgamma_(), base)
-    assert "aten::lgamma" in neuronsim.get_fallback_ops()
+    assert "aten::lgamma_" in neuronsim.get_fallback_ops()
     torch.testing.assert_close(dev, cpu[0])
 
 

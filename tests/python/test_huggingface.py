@@ -38,7 +38,7 @@ LOGITS_TOL = {"rtol": 1e-5, "atol": 1e-5}
 F32 = {"rtol": 1e-5, "atol": 1e-6}
 # Ops that generate() runs outside the model (attention-mask and stopping-criteria helpers) and
 # the device does not implement natively yet.
-GENERATE_FALLBACKS = {"aten::cumsum", "aten::isin"}
+GENERATE_FALLBACKS = {"aten::cumsum", "aten::isin.Tensor_Tensor", "aten::isin.Tensor_Tensor_out"}
 
 
 def _config(arch: str, **overrides):

@@ -252,10 +252,15 @@ def test_random_ops_are_native():
     _dropout()
     assert neuronsim.get_fallback_ops() == set()
     assert {
+        "aten::rand.generator",  # generator= passed, even as None
+        "aten::randn.generator",
+        "aten::randint.low_generator",
         "aten::uniform_",
         "aten::normal_",
-        "aten::random_",
-        "aten::bernoulli_",
+        "aten::random_.from",
+        "aten::bernoulli",
+        "aten::bernoulli_.float",
+        "aten::dropout",
         "aten::native_dropout",
     } <= neuronsim.get_executed_ops()
 

@@ -1,0 +1,155 @@
+#include "aten/op_observer.h"
+
+#include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "aten/op_tracking.h"
+
+namespace neuronsim::backend {
+namespace {
+
+// One op the observer has open on this thread.
+struct Frame {
+  int32_t id = -1;   // the op's id in the tracker; -1: not tracked
+  int uncaught = 0;  // std::uncaught_exceptions() at entry (an op that raised is not executed)
+  uint64_t fallbacks = 0, at32 = 0;  // the thread's counters at entry
+};
+
+// Trivially destructible thread-locals: ops may still run while a thread is torn down. Ops
+// nested deeper than the stack holds are not tracked.
+constexpr int kMaxDepth = 256;
+thread_local Frame t_frames[kMaxDepth];
+thread_local int t_depth = 0;
+thread_local int t_open = 0;
+thread_local uint64_t t_fallbacks = 0, t_at32 = 0;
+
+std::mutex g_mutex;
+at::CallbackHandle g_handle = 0;
+
+// Wrapper tensors (fake, functional, vmap-batched, Python subclasses such as DTensor) report
+// the neuron device but their ops run again on the real tensors underneath (or not at all).
+const c10::DispatchKeySet kWrappers({c10::DispatchKey::Python, c10::DispatchKey::Functionalize,
+                                     c10::DispatchKey::FuncTorchBatched});
+
+bool device_tensor(const at::Tensor& t) {
+  if (!t.defined()) return false;
+  const c10::DispatchKeySet ks = t.key_set();
+  return ks.has_backend(c10::BackendComponent::PrivateUse1Bit) && !ks.has_any(kWrappers);
+}
+
+bool involves_neuron(c10::ArrayRef<const c10::IValue> inputs) {
+  for (const c10::IValue& v : inputs) {
+    if (v.isTensor()) {
+      if (device_tensor(v.toTensor())) return true;
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList()) {
+        if (device_tensor(t)) return true;
+      }
+    } else if (v.isList()) {
+      for (const c10::IValue& e : v.toListRef()) {
+        if (e.isTensor() && device_tensor(e.toTensor())) return true;
+      }
+    } else if (v.isDevice()) {
+      if (v.toDevice().is_privateuseone()) return true;
+    }
+  }
+  return false;
+}
+
+// The tracker id of an ATen op, -1 for anything else. Cached per thread by the schema's name
+// pointer (each overload's schema owns its name string, so the pointer names the overload too);
+// the cache is leaked with its thread for the same reason as the frames.
+int32_t op_id(const at::RecordFunction& fn) {
+  thread_local auto* cache = new std::unordered_map<const char*, int32_t>();
+  const char* key = fn.name();
+  if (auto it = cache->find(key); it != cache->end()) return it->second;
+  const std::optional<c10::OperatorName> op = fn.operator_name();
+  if (!op) return -1;  // a named range, not an operator: its name string is not stable
+  int32_t id = -1;
+  if (op->name.rfind("aten::", 0) == 0) {
+    id = OpTracker::get().intern(OpTracker::full_name(*op));
+  }
+  cache->emplace(key, id);
+  return id;
+}
+
+std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
+  const int depth = t_depth++;
+  if (depth >= kMaxDepth) return nullptr;
+  Frame& f = t_frames[depth];
+  f.id = -1;
+  // Under a Python dispatch mode (fake tensors while compiling) the op runs again below the
+  // mode on real tensors, or not at all.
+  if (c10::impl::tls_local_dispatch_key_set().included_.has(c10::DispatchKey::Python)) {
+    return nullptr;
+  }
+  const int32_t id = op_id(fn);
+  if (id < 0 || !involves_neuron(fn.inputs())) return nullptr;
+  f.id = id;
+  f.uncaught = std::uncaught_exceptions();
+  f.fallbacks = t_fallbacks;
+  f.at32 = t_at32;
+  ++t_open;
+  return nullptr;
+}
+
+void on_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
+  if (t_depth == 0) return;  // entered before the observer was installed
+  const int depth = --t_depth;
+  if (depth >= kMaxDepth) return;
+  const Frame f = t_frames[depth];
+  if (f.id < 0) return;
+  --t_open;
+  const bool fell_back = t_fallbacks != f.fallbacks;
+  if (std::uncaught_exceptions() > f.uncaught && !fell_back) return;  // the op raised
+  OpTracker::get().record(f.id, fell_back, t_at32 != f.at32);
+}
+
+// Installed when the extension loads, unless NEURON_SIM_OP_TRACKING=0.
+const bool g_installed = [] {
+  const char* v = std::getenv("NEURON_SIM_OP_TRACKING");
+  const bool on = !(v && std::strcmp(v, "0") == 0);
+  if (on) set_op_observer(true);
+  return on;
+}();
+
+}  // namespace
+
+void set_op_observer(bool enabled) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (enabled && g_handle == 0) {
+    g_handle = at::addGlobalCallback(at::RecordFunctionCallback(&on_enter, &on_exit)
+                                         .needsInputs(true)
+                                         .scopes({at::RecordScope::FUNCTION}));
+  } else if (!enabled && g_handle != 0) {
+    at::removeCallback(g_handle);
+    g_handle = 0;
+  }
+}
+
+bool op_observer_enabled() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_handle != 0;
+}
+
+int open_tracked_ops() {
+  return t_open;
+}
+
+void note_fallback_in_open_ops() {
+  ++t_fallbacks;
+}
+
+void note_32bit_in_open_ops() {
+  ++t_at32;
+}
+
+}  // namespace neuronsim::backend

@@ -1,0 +1,35 @@
+#pragma once
+// The observer behind op tracking: a global RecordFunction callback on ATen ops that sees every
+// op the dispatcher runs (composite ops before they decompose included). An op is tracked when
+// a neuron tensor or device is among its arguments and it is not called from inside one of the
+// backend's own kernels; the backend's kernels tell the open ops whether they ran natively or
+// took the CPU fallback (thread-local counters, no lock on the per-op path).
+#include <ATen/record_function.h>
+
+#include <cstdint>
+
+namespace neuronsim::backend {
+
+/// Installs (true) or removes (false) the observer. Installed when the extension loads.
+void set_op_observer(bool enabled);
+bool op_observer_enabled();
+
+/// Ops of the observer open on this thread (tracked ones only).
+int open_tracked_ops();
+/// Counted by the backend's kernels; the observer compares them around each op.
+void note_fallback_in_open_ops();
+void note_32bit_in_open_ops();
+
+/// Marks a backend kernel running on this thread: the ops it dispatches internally (output
+/// allocation, host copies) are its implementation, not ops of the user's program, so
+/// RecordFunction is off inside it (observers, the profiler included, see the op itself; each
+/// internal op would otherwise pay the observer's per-op cost).
+class BackendKernelScope {
+ public:
+  BackendKernelScope() : guard_(false) {}
+
+ private:
+  at::RecordFunctionGuard guard_;
+};
+
+}  // namespace neuronsim::backend

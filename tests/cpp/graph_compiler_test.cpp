@@ -369,5 +369,29 @@ TEST(GraphCompiler, GroupedUpdatesTileForTheWidestMember) {
   EXPECT_LT(worst, 1e-5);
 }
 
+// A kept input mutation (an in-place update's copy_ into its parameter) has no consumer and is no
+// graph output, but its region must still write it: the parameter is the result.
+TEST(GraphCompiler, CopyIntoAnInputIsStored) {
+  GraphHarness h;
+  const int x = h.input("x", {256, 64});
+  const int g = h.input("g", {256, 64});
+  std::vector<float> x0(256 * 64), g0(256 * 64);
+  for (uint64_t i = 0; i < x0.size(); ++i) {
+    x0[i] = h.at(x, i);
+    g0[i] = h.at(g, i);
+  }
+  const int m =
+      h.node("mul", "aten::mul", {{"self", T(g)}, {"other", Arg::number(0.5)}}, meta({256, 64}));
+  const int y = h.node("sub", "aten::sub", {{"self", T(x)}, {"other", T(m)}}, meta({256, 64}));
+  h.node("copy_", "aten::copy_", {{"self", T(x)}, {"src", T(y)}}, meta({256, 64}), x);
+  CompiledGraph cg = h.compile();
+  h.run(cg);
+  double worst = 0;
+  for (uint64_t i = 0; i < x0.size(); ++i) {
+    worst = std::max(worst, std::abs(double(x0[i]) - 0.5 * g0[i] - h.at(x, i)));
+  }
+  EXPECT_LT(worst, 1e-5);
+}
+
 }  // namespace
 }  // namespace neuronsim

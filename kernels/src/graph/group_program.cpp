@@ -73,11 +73,8 @@ std::optional<Translation> translate(const TileProgramSpec& spec) {
             value[i] = t.expr.select(*a, *b, *c);
             break;
         }
-        // A full value computed from scalars only (a filled tensor): broadcast to every element.
-        if (in.space == Space::kFull && !per_element[i]) {
-          value[i] = t.expr.broadcast(value[i]);
-          per_element[i] = true;
-        }
+        // A full value computed from scalars only (a filled tensor) stays a per-group scalar: a
+        // per-element step reads it as a per-partition operand (stores broadcast it).
         break;
       }
       case Kind::kStore: {

@@ -820,7 +820,7 @@ device::Program build_tile_program_group(const std::string& name,
     flat.push_back(std::move(*f));
   }
   // The multi-tensor kernel of eager mode's fused optimizers when the regions have its form.
-  if (auto mt = std::getenv("NOMT") ? std::nullopt : build_group_multi_tensor(name, flat, core)) return std::move(*mt);
+  if (auto mt = build_group_multi_tensor(name, flat, core)) return std::move(*mt);
   const TileProgramSpec& first = flat[0];
   // The chunk is sized for the widest member: sized for the first (often a 256-element norm
   // weight, two columns wide) it would cut every large parameter into two-column tiles.

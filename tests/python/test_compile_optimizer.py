@@ -54,7 +54,7 @@ def test_compiled_adamw_equals_eager(isa, foreach):
         got = _run("neuron", foreach, compiled=True)
     finally:
         neuronsim._C._set_isa_mode(before)
-    for w, g in zip(want, got):
+    for w, g in zip(want, got, strict=True):
         assert_close(g, w, rtol=1e-4, atol=1e-5)
 
 

@@ -44,11 +44,16 @@ std::vector<device::Program>* CompiledGraphRun::collect_target(int node) {
 
 void CompiledGraphRun::begin(const std::vector<at::Tensor>& inputs) {
   saved_.clear();
+  saved_host_.clear();
   collected_.clear();
   if (mutated_inputs_.empty() || !isa_mode()) return;
   for (int i : mutated_inputs_) {
     const at::Tensor& t = inputs.at(static_cast<size_t>(i));
     if (t.defined() && t.device().is_privateuseone()) saved_.emplace_back(t, cpu_view(t).clone());
+    // A CPU scalar the graph updates (an optimizer's step count): the host run updates it
+    // before the launch stages it, and the programs update it again from what they read.
+    if (t.defined() && !t.device().is_privateuseone() && t.numel() == 1)
+      saved_host_.emplace_back(t.unsafeGetTensorImpl(), t.clone());
   }
 }
 
@@ -82,7 +87,11 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
     const auto& value = g.value(seg.values[i]);
     if (t.defined() && !t.device().is_privateuseone() && value.meta.host_scalar()) {
       at::Tensor d = at::empty_strided(t.sizes(), t.strides(), t.options().device(*device));
-      cpu_view(d).copy_(t);
+      const at::Tensor* before = nullptr;  // its value before this run's host updates
+      for (const auto& [impl, v] : saved_host_) {
+        if (impl == t.unsafeGetTensorImpl()) before = &v;
+      }
+      cpu_view(d).copy_(before ? *before : t);
       staged.push_back(d);
       t = d;
     }

@@ -35,6 +35,7 @@ class CompiledGraphRun {
   std::map<int, std::vector<device::Program>> collected_;
   std::vector<int> mutated_inputs_;  // positions in the graph's inputs
   std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
+  std::vector<std::pair<const c10::TensorImpl*, at::Tensor>> saved_host_;  // CPU scalars
 };
 
 }  // namespace neuronsim::backend

@@ -332,5 +332,66 @@ TEST(GraphCompiler, ViewsBetweenRegionsReadStridedMemory) {
   EXPECT_LT(worst, 1e-6);
 }
 
+// An optimizer's per-parameter updates (alike flat regions) share one program whose tiles are
+// sized for the widest parameter: a small first member must not cut the large ones into tiles
+// of its own width (a 256-element first member once made a [1024, 512] one 1024 tiles).
+TEST(GraphCompiler, GroupedUpdatesTileForTheWidestMember) {
+  GraphHarness h;
+  const std::vector<std::vector<int64_t>> shapes = {{256}, {1024, 512}, {512}};
+  std::vector<int> ins, outs;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const std::string s = std::to_string(k);
+    const int x = h.input("x" + s, shapes[k]);
+    const int g = h.input("g" + s, shapes[k]);
+    const int m = h.node("mul" + s, "aten::mul", {{"self", T(g)}, {"other", Arg::number(0.5)}},
+                         meta(shapes[k]));
+    const int y =
+        h.node("sub" + s, "aten::sub", {{"self", T(x)}, {"other", T(m)}}, meta(shapes[k]));
+    h.graph().add_output(y);
+    ins.push_back(x);
+    ins.push_back(g);
+    outs.push_back(y);
+  }
+  CompiledGraph cg = h.compile();
+  ASSERT_EQ(cg.segments.size(), 1u);
+  ASSERT_EQ(cg.segments[0].parts.size(), 1u) << "the three updates are one grouped program";
+  EXPECT_LT(cg.instructions, 200u);
+  h.run(cg);
+  double worst = 0;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    const uint64_t n =
+        static_cast<uint64_t>(shapes[k][0] * (shapes[k].size() > 1 ? shapes[k][1] : 1));
+    for (uint64_t i = 0; i < n; ++i) {
+      const double want = double(h.at(ins[2 * k], i)) - 0.5 * h.at(ins[2 * k + 1], i);
+      worst = std::max(worst, std::abs(want - h.at(outs[k], i)));
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+}
+
+// A kept input mutation (an in-place update's copy_ into its parameter) has no consumer and is no
+// graph output, but its region must still write it: the parameter is the result.
+TEST(GraphCompiler, CopyIntoAnInputIsStored) {
+  GraphHarness h;
+  const int x = h.input("x", {256, 64});
+  const int g = h.input("g", {256, 64});
+  std::vector<float> x0(256 * 64), g0(256 * 64);
+  for (uint64_t i = 0; i < x0.size(); ++i) {
+    x0[i] = h.at(x, i);
+    g0[i] = h.at(g, i);
+  }
+  const int m =
+      h.node("mul", "aten::mul", {{"self", T(g)}, {"other", Arg::number(0.5)}}, meta({256, 64}));
+  const int y = h.node("sub", "aten::sub", {{"self", T(x)}, {"other", T(m)}}, meta({256, 64}));
+  h.node("copy_", "aten::copy_", {{"self", T(x)}, {"src", T(y)}}, meta({256, 64}), x);
+  CompiledGraph cg = h.compile();
+  h.run(cg);
+  double worst = 0;
+  for (uint64_t i = 0; i < x0.size(); ++i) {
+    worst = std::max(worst, std::abs(double(x0[i]) - 0.5 * g0[i] - h.at(x, i)));
+  }
+  EXPECT_LT(worst, 1e-5);
+}
+
 }  // namespace
 }  // namespace neuronsim

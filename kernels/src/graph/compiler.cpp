@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include <fmt/ranges.h>
@@ -153,34 +154,57 @@ CompiledGraph compile_graph(const Graph& g, const device::CoreParams& core,
       Part part;
     };
     std::vector<Unit> units;
+    // Groups of alike flat regions (an optimizer's per-parameter updates), independent of each
+    // other. Regions between members that need no member run first, so members interleaved
+    // with other regions (each update after its own step-count arithmetic) still group; the
+    // group runs where its last member was.
+    std::vector<bool> grouped(p.regions.size(), false);
+    std::map<size_t, std::vector<size_t>> group_at;  // last member -> members
+    auto root_of = [&](int v) { return cg.lowered.root.at(static_cast<size_t>(v)); };
+    auto groupable = [&](size_t r) {
+      return specs[r] && !specs[r]->matmul && tile_program_is_flat(specs[r]->tile, half);
+    };
+    for (size_t r = 0; r < p.regions.size(); ++r) {
+      if (grouped[r] || !groupable(r)) continue;
+      std::set<size_t> members{r};
+      std::vector<size_t> order{r};
+      std::set<int> member_reads;
+      for (int v : specs[r]->loads) member_reads.insert(root_of(v));
+      for (size_t j = r + 1; j < p.regions.size(); ++j) {
+        if (p.regions[j].segment != p.regions[r].segment) break;
+        if (!specs[j]) break;  // eager or host: not analysed, members do not pass it
+        if (std::any_of(p.regions[j].deps.begin(), p.regions[j].deps.end(),
+                        [&](int d) { return members.count(static_cast<size_t>(d)) > 0; }))
+          break;  // it needs a member: members cannot wait past it
+        if (!grouped[j] && groupable(j) && same_structure(specs[j]->tile, specs[r]->tile)) {
+          members.insert(j);
+          order.push_back(j);
+          for (int v : specs[j]->loads) member_reads.insert(root_of(v));
+          continue;
+        }
+        // Members wait past it: it must not overwrite what they read.
+        if (std::any_of(specs[j]->stores.begin(), specs[j]->stores.end(),
+                        [&](int v) { return member_reads.count(root_of(v)) > 0; }))
+          break;
+      }
+      if (order.size() < 2) continue;
+      for (size_t m : order) grouped[m] = true;
+      group_at[order.back()] = order;
+    }
     int window = 0;
-    for (size_t r = 0; r < p.regions.size() && !failure;) {
+    for (size_t rr = 0; rr < p.regions.size() && !failure; ++rr) {
+      if (grouped[rr] && !group_at.count(rr)) continue;  // runs with its group
+      const size_t r = group_at.count(rr) ? group_at[rr].front() : rr;
       const Region& region = p.regions[r];
       Unit u;
-      u.regions = {r};
+      u.regions = group_at.count(rr) ? group_at[rr] : std::vector<size_t>{r};
       Part& part = u.part;
       part.name = cg.region_name[r];
       part.detail = details[r];
       if (!specs[r]) {  // eager or host: placeholders
         part.barrier = true;
         units.push_back(std::move(u));
-        ++r;
         continue;
-      }
-      // Alike flat regions that follow, independent of the group.
-      std::set<size_t> members{r};
-      size_t next = r + 1;
-      if (!specs[r]->matmul && tile_program_is_flat(specs[r]->tile, half)) {
-        while (next < p.regions.size() && specs[next] && !specs[next]->matmul &&
-               p.regions[next].segment == region.segment &&
-               tile_program_is_flat(specs[next]->tile, half) &&
-               same_structure(specs[next]->tile, specs[r]->tile) &&
-               std::none_of(p.regions[next].deps.begin(), p.regions[next].deps.end(),
-                            [&](int d) { return members.count(static_cast<size_t>(d)) > 0; })) {
-          members.insert(next);
-          u.regions.push_back(next);
-          ++next;
-        }
       }
       try {
         if (u.regions.size() > 1) {
@@ -210,7 +234,6 @@ CompiledGraph compile_graph(const Graph& g, const device::CoreParams& core,
       }
       part.program.name = part.name;
       units.push_back(std::move(u));
-      r = next;
     }
     if (failure) {
       // Its nodes run with their eager kernels instead.

@@ -180,7 +180,10 @@ class Partitioner {
       const Op& op = g_.ops[static_cast<size_t>(o)];
       const int v = op.output;
       if (v < 0) continue;
-      bool leaves = g_.graph.value(v).output;
+      // Graph outputs leave, and so do writes into a graph input's memory (a kept input
+      // mutation: an in-place optimizer update's copy_ into its parameter, used by no one).
+      const int root = g_.root.at(static_cast<size_t>(v));
+      bool leaves = g_.graph.value(v).output || (root != v && g_.graph.value(root).input);
       for (int c : consumers_.at(static_cast<size_t>(v))) leaves |= !in.count(c);
       if (leaves) out.push_back(v);
     }

@@ -558,6 +558,12 @@ std::unordered_map<std::string, Rule> make_rules() {
               l.e().alu(AluOp::kMultiply, l.operand("weight"), l.e().alu(AluOp::kSubtract, b, a)));
     l.pointwise(l.node().outputs.at(0));
   };
+  r["prims::fma"] = [](Lowerer& l) {  // a * b + c (aten::lerp's decomposition)
+    l.begin();
+    l.e().alu(AluOp::kAdd, l.e().alu(AluOp::kMultiply, l.operand("a"), l.operand("b")),
+              l.operand("c"));
+    l.pointwise(l.node().outputs.at(0));
+  };
   r["aten::addcmul"] = [](Lowerer& l) {
     l.begin();
     const K t = l.e().alu(AluOp::kMultiply, l.operand("tensor1"), l.operand("tensor2"));

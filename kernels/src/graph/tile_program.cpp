@@ -8,6 +8,7 @@
 #include "neuronsim/device/executor.h"
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/graph/graph.h"
+#include "neuronsim/kernels/graph/group_program.h"
 #include "neuronsim/kernels/rows.h"
 
 namespace neuronsim::kernels::graph {
@@ -818,9 +819,17 @@ device::Program build_tile_program_group(const std::string& name,
     }
     flat.push_back(std::move(*f));
   }
+  // The multi-tensor kernel of eager mode's fused optimizers when the regions have its form.
+  if (auto mt = build_group_multi_tensor(name, flat, core)) return std::move(*mt);
   const TileProgramSpec& first = flat[0];
+  // The chunk is sized for the widest member: sized for the first (often a 256-element norm
+  // weight, two columns wide) it would cut every large parameter into two-column tiles.
+  const TileProgramSpec& widest = *std::max_element(
+      flat.begin(), flat.end(), [](const TileProgramSpec& a, const TileProgramSpec& b) {
+        return a.shape.back() < b.shape.back();
+      });
   uint32_t chunk =
-      std::min<uint32_t>(TileEmitter::max_chunk(first, core.sbuf.partition_bytes, 4), 2048);
+      std::min<uint32_t>(TileEmitter::max_chunk(widest, core.sbuf.partition_bytes, 4), 2048);
   if (chunk == 0) throw std::length_error(name + ": its values do not fit SBUF");
   ProgramBuilder b(name, core);
   SyncedBuilder sb(b);

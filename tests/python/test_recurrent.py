@@ -41,8 +41,11 @@ def _run(module: nn.Module, x: torch.Tensor, state, device: str, seed: int = 0):
     torch.manual_seed(seed)  # the dropout between layers draws the same masks on both devices
     out = module(x, state if len(state) == 2 else state[0])
     flat = [out] if isinstance(out, torch.Tensor) else [out[0], *_leaves(out[1])]
-    # A weighted loss, so every output element's gradient differs.
-    loss = sum((t * torch.linspace(-1, 1, t.shape[-1]).to(device)).square().sum() for t in flat)
+    # A weighted loss, so every output element's gradient differs. (Flattened first: a full sum
+    # of batch_first's permuted output takes the CPU fallback of aten::sum, not a recurrent op.)
+    loss = sum(
+        (t * torch.linspace(-1, 1, t.shape[-1]).to(device)).flatten().square().sum() for t in flat
+    )
     loss.backward()
     grads = [x.grad, *(s.grad for s in state)] + [p.grad for p in module.parameters()]
     return [t.detach().cpu() for t in flat], [g.cpu() for g in grads]
@@ -109,7 +112,7 @@ def test_lstm_output_only_gradient():
     x = torch.randn(4, 2, 8)
     grads = []
     for m, d in ((cpu, "cpu"), (dev, "neuron")):
-        xs = x.to(d).requires_grad_()
+        xs = x.detach().to(d).requires_grad_()
         _, (h, _) = m(xs)
         h.square().sum().backward()
         grads.append([xs.grad.cpu()] + [p.grad.cpu() for p in m.parameters()])
@@ -179,20 +182,20 @@ def test_reduced_precision_lstm_close_to_fp32(dtype):
 def test_fused_cell_bad_input_is_a_clear_error(neuron):
     g = torch.randn(2, 64, device=neuron)
     with pytest.raises(RuntimeError, match=r"state must be \[2, 16\]"):
-        torch._thnn_fused_lstm_cell(g, g, torch.randn(2, 15, device=neuron))
+        torch.ops.aten._thnn_fused_lstm_cell(g, g, torch.randn(2, 15, device=neuron))
     with pytest.raises(RuntimeError, match="hidden_gates of sizes"):
-        torch._thnn_fused_lstm_cell(g, g[:, :32], torch.randn(2, 16, device=neuron))
+        torch.ops.aten._thnn_fused_lstm_cell(g, g[:, :32], torch.randn(2, 16, device=neuron))
     with pytest.raises(RuntimeError, match="input_bias must be"):
-        torch._thnn_fused_gru_cell(
+        torch.ops.aten._thnn_fused_gru_cell(
             g[:, :48], g[:, :48], torch.randn(2, 16, device=neuron),
             torch.randn(47, device=neuron), torch.randn(47, device=neuron),
         )
     with pytest.raises(RuntimeError, match="not implemented for 'Int'"):
         i = torch.ones(2, 64, dtype=torch.int32, device=neuron)
-        torch._thnn_fused_lstm_cell(i, i, torch.ones(2, 16, dtype=torch.int32, device=neuron))
+        torch.ops.aten._thnn_fused_lstm_cell(i, i, torch.ones(2, 16, dtype=torch.int32, device=neuron))
     with pytest.raises(RuntimeError, match="workspace must be"):
-        torch._thnn_fused_gru_cell_backward(
+        torch.ops.aten._thnn_fused_gru_cell_backward(
             torch.randn(2, 16, device=neuron), torch.randn(2, 79, device=neuron), True
         )
     with pytest.raises(RuntimeError, match="same device"):
-        torch._thnn_fused_lstm_cell(g, g, torch.randn(2, 16))
+        torch.ops.aten._thnn_fused_lstm_cell(g, g, torch.randn(2, 16))

@@ -41,10 +41,11 @@ void check_cell(const char* op, const at::Tensor& ig, const at::Tensor& hg, cons
               " * hidden], got sizes ", ig.sizes());
   TORCH_CHECK(hg.sizes().equals(ig.sizes()), op, ": hidden_gates of sizes ", hg.sizes(),
               " must match input_gates ", ig.sizes());
-  TORCH_CHECK(ib.defined() == hb.defined(), op, ": give both input_bias and hidden_bias or neither");
+  TORCH_CHECK(ib.defined() == hb.defined(), op,
+              ": give both input_bias and hidden_bias or neither");
   if (ib.defined()) {
-    TORCH_CHECK(ib.dim() == 1 && ib.numel() == ig.size(1), op, ": input_bias must be [",
-                ig.size(1), "], got sizes ", ib.sizes());
+    TORCH_CHECK(ib.dim() == 1 && ib.numel() == ig.size(1), op, ": input_bias must be [", ig.size(1),
+                "], got sizes ", ib.sizes());
     TORCH_CHECK(hb.sizes().equals(ib.sizes()), op, ": hidden_bias of sizes ", hb.sizes(),
                 " must match input_bias ", ib.sizes());
   }
@@ -187,41 +188,38 @@ std::optional<kernels::TensorDesc> arg_desc(const OpInvocation& inv, const char*
 
 Programs lstm_cell(const OpInvocation& inv) {
   if (inv.outputs.at(0).numel() == 0) return {};
-  kernels::LstmCellIo io{inv.describe(inv.tensor(0)),        inv.describe(inv.tensor(1)),
-                         inv.describe(inv.tensor(2)),        arg_desc(inv, "input_bias"),
-                         arg_desc(inv, "hidden_bias"),       inv.describe(inv.outputs.at(0)),
-                         inv.describe(inv.outputs.at(1)),    inv.describe(inv.outputs.at(2))};
+  kernels::LstmCellIo io{inv.describe(inv.tensor(0)),     inv.describe(inv.tensor(1)),
+                         inv.describe(inv.tensor(2)),     arg_desc(inv, "input_bias"),
+                         arg_desc(inv, "hidden_bias"),    inv.describe(inv.outputs.at(0)),
+                         inv.describe(inv.outputs.at(1)), inv.describe(inv.outputs.at(2))};
   return {kernels::build_lstm_cell(inv.name, io, inv.core())};
 }
 
 Programs lstm_cell_backward(const OpInvocation& inv) {
   const at::Tensor grad_gates = inv.outputs.at(0);
   if (!grad_gates.defined() || grad_gates.numel() == 0) return {};
-  kernels::LstmCellBackwardIo io{arg_desc(inv, "grad_hy"),
-                                 arg_desc(inv, "grad_cy"),
-                                 inv.describe(inv.tensor(2)),
-                                 inv.describe(inv.tensor(3)),
-                                 inv.describe(inv.tensor(4)),
-                                 inv.describe(grad_gates),
-                                 inv.describe(inv.outputs.at(1)),
-                                 described(inv, inv.outputs.at(2))};
+  kernels::LstmCellBackwardIo io{
+      arg_desc(inv, "grad_hy"),        arg_desc(inv, "grad_cy"),
+      inv.describe(inv.tensor(2)),     inv.describe(inv.tensor(3)),
+      inv.describe(inv.tensor(4)),     inv.describe(grad_gates),
+      inv.describe(inv.outputs.at(1)), described(inv, inv.outputs.at(2))};
   return kernels::build_lstm_cell_backward(inv.name, io, inv.core());
 }
 
 Programs gru_cell(const OpInvocation& inv) {
   if (inv.outputs.at(0).numel() == 0) return {};
-  kernels::GruCellIo io{inv.describe(inv.tensor(0)),     inv.describe(inv.tensor(1)),
-                        inv.describe(inv.tensor(2)),     arg_desc(inv, "input_bias"),
-                        arg_desc(inv, "hidden_bias"),    inv.describe(inv.outputs.at(0)),
+  kernels::GruCellIo io{inv.describe(inv.tensor(0)),    inv.describe(inv.tensor(1)),
+                        inv.describe(inv.tensor(2)),    arg_desc(inv, "input_bias"),
+                        arg_desc(inv, "hidden_bias"),   inv.describe(inv.outputs.at(0)),
                         inv.describe(inv.outputs.at(1))};
   return {kernels::build_gru_cell(inv.name, io, inv.core())};
 }
 
 Programs gru_cell_backward(const OpInvocation& inv) {
   if (inv.outputs.at(2).numel() == 0) return {};
-  kernels::GruCellBackwardIo io{inv.describe(inv.tensor(0)),     inv.describe(inv.tensor(1)),
-                                inv.describe(inv.outputs.at(0)), inv.describe(inv.outputs.at(1)),
-                                inv.describe(inv.outputs.at(2)), described(inv, inv.outputs.at(3)),
+  kernels::GruCellBackwardIo io{inv.describe(inv.tensor(0)),      inv.describe(inv.tensor(1)),
+                                inv.describe(inv.outputs.at(0)),  inv.describe(inv.outputs.at(1)),
+                                inv.describe(inv.outputs.at(2)),  described(inv, inv.outputs.at(3)),
                                 described(inv, inv.outputs.at(4))};
   return kernels::build_gru_cell_backward(inv.name, io, inv.core());
 }

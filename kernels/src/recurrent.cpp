@@ -26,8 +26,8 @@ TensorDesc block(const TensorDesc& t, int64_t k, int64_t h) {
 void check_matrix(const std::string& name, const char* what, const TensorDesc& t, int64_t rows,
                   int64_t cols) {
   if (t.dim() != 2 || t.sizes[0] != rows || t.sizes[1] != cols) {
-    throw std::invalid_argument(fmt::format("{}: {} must be [{}, {}], got {}", name, what, rows,
-                                            cols, t.to_string()));
+    throw std::invalid_argument(
+        fmt::format("{}: {} must be [{}, {}], got {}", name, what, rows, cols, t.to_string()));
   }
 }
 
@@ -119,13 +119,13 @@ Program column_sum(const std::string& name, const TensorDesc& grad, const Tensor
 }  // namespace
 
 Program build_lstm_cell(const std::string& name, const LstmCellIo& io, const CoreParams& core) {
-  const CellShape s = cell_shape(name, io.cx, 4, io.input_gates, io.hidden_gates, io.input_bias,
-                                 io.hidden_bias);
+  const CellShape s =
+      cell_shape(name, io.cx, 4, io.input_gates, io.hidden_gates, io.input_bias, io.hidden_bias);
   check_matrix(name, "hy", io.hy, s.batch, s.hidden);
   check_matrix(name, "cy", io.cy, s.batch, s.hidden);
   check_matrix(name, "workspace", io.workspace, s.batch, 4 * s.hidden);
-  GateInputs g = gate_inputs(io.input_gates, io.hidden_gates, io.input_bias, io.hidden_bias, 4,
-                             s.hidden);
+  GateInputs g =
+      gate_inputs(io.input_gates, io.hidden_gates, io.input_bias, io.hidden_bias, 4, s.hidden);
   const Arg cx = Arg::input(static_cast<int>(g.inputs.size()));
   g.inputs.push_back(io.cx);
 
@@ -143,8 +143,7 @@ Program build_lstm_cell(const std::string& name, const LstmCellIo& io, const Cor
   return build_elementwise(name, g.inputs, outs, e, core);
 }
 
-std::vector<Program> build_lstm_cell_backward(const std::string& name,
-                                              const LstmCellBackwardIo& io,
+std::vector<Program> build_lstm_cell_backward(const std::string& name, const LstmCellBackwardIo& io,
                                               const CoreParams& core) {
   if (!io.grad_hy && !io.grad_cy) {
     throw std::invalid_argument(fmt::format("{}: needs grad_hy or grad_cy", name));
@@ -209,12 +208,12 @@ std::vector<Program> build_lstm_cell_backward(const std::string& name,
 }
 
 Program build_gru_cell(const std::string& name, const GruCellIo& io, const CoreParams& core) {
-  const CellShape s = cell_shape(name, io.hx, 3, io.input_gates, io.hidden_gates, io.input_bias,
-                                 io.hidden_bias);
+  const CellShape s =
+      cell_shape(name, io.hx, 3, io.input_gates, io.hidden_gates, io.input_bias, io.hidden_bias);
   check_matrix(name, "hy", io.hy, s.batch, s.hidden);
   check_matrix(name, "workspace", io.workspace, s.batch, 5 * s.hidden);
-  GateInputs g = gate_inputs(io.input_gates, io.hidden_gates, io.input_bias, io.hidden_bias, 3,
-                             s.hidden);
+  GateInputs g =
+      gate_inputs(io.input_gates, io.hidden_gates, io.input_bias, io.hidden_bias, 3, s.hidden);
   const Arg hx = Arg::input(static_cast<int>(g.inputs.size()));
   g.inputs.push_back(io.hx);
 
@@ -236,12 +235,11 @@ Program build_gru_cell(const std::string& name, const GruCellIo& io, const CoreP
   return build_elementwise(name, g.inputs, outs, e, core);
 }
 
-std::vector<Program> build_gru_cell_backward(const std::string& name,
-                                             const GruCellBackwardIo& io,
+std::vector<Program> build_gru_cell_backward(const std::string& name, const GruCellBackwardIo& io,
                                              const CoreParams& core) {
   if (io.grad_hy.dim() != 2) {
-    throw std::invalid_argument(fmt::format("{}: grad_hy must be [batch, hidden], got {}", name,
-                                            io.grad_hy.to_string()));
+    throw std::invalid_argument(
+        fmt::format("{}: grad_hy must be [batch, hidden], got {}", name, io.grad_hy.to_string()));
   }
   const int64_t batch = io.grad_hy.sizes[0], hidden = io.grad_hy.sizes[1];
   check_matrix(name, "workspace", io.workspace, batch, 5 * hidden);
@@ -259,16 +257,16 @@ std::vector<Program> build_gru_cell_backward(const std::string& name,
             hn = Arg::input(4), go = Arg::input(5);
 
   Expr e;
-  const Arg grad_i = e.alu(AluOp::kMultiply,
-                           e.alu(AluOp::kMultiply, go, e.alu(AluOp::kSubtract, hx, ng)),
-                           sigmoid_slope(e, ig));
+  const Arg grad_i =
+      e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, go, e.alu(AluOp::kSubtract, hx, ng)),
+            sigmoid_slope(e, ig));
   const Arg grad_hx = e.alu(AluOp::kMultiply, go, ig);
-  const Arg grad_n = e.alu(AluOp::kMultiply,
-                           e.alu(AluOp::kMultiply, go, e.act(ActFunc::kCopy, ig, -1.0f, 1.0f)),
-                           one_minus_square(e, ng));
+  const Arg grad_n =
+      e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, go, e.act(ActFunc::kCopy, ig, -1.0f, 1.0f)),
+            one_minus_square(e, ng));
   const Arg grad_hn = e.alu(AluOp::kMultiply, grad_n, rg);
-  const Arg grad_r = e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, grad_n, hn),
-                           sigmoid_slope(e, rg));
+  const Arg grad_r =
+      e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, grad_n, hn), sigmoid_slope(e, rg));
 
   std::vector<ExprOutput> outs;
   const Arg to_input[3] = {grad_r, grad_i, grad_n}, to_hidden[3] = {grad_r, grad_i, grad_hn};

@@ -150,8 +150,9 @@ def test_lstm_training_loop_matches_cpu_without_fallback():
             losses.append(loss.item())
         assert losses[-1] == pytest.approx(losses[-2], rel=1e-5, abs=1e-6)
     for (n, a), (_, b) in zip(cpu.named_parameters(), dev.named_parameters(), strict=True):
-        assert_close(b.detach().cpu(), a.detach(), msg=lambda m, n=n: f"{n}: {m}", rtol=1e-4,
-                     atol=1e-5)
+        assert_close(
+            b.detach().cpu(), a.detach(), msg=lambda m, n=n: f"{n}: {m}", rtol=1e-4, atol=1e-5
+        )
     assert losses[-1] < losses[0]
     assert neuronsim.get_fallback_ops() == set()
 
@@ -162,7 +163,9 @@ def test_isa_mode_cells_compute_the_values(kind):
     module = getattr(nn, kind)(8, 16, num_layers=2, bidirectional=True)
     _C._set_isa_mode(True)
     try:
-        _compare(module, torch.randn(5, 3, 8), _state(kind, (4, 3, 16)), {"rtol": 1e-4, "atol": 1e-4})
+        _compare(
+            module, torch.randn(5, 3, 8), _state(kind, (4, 3, 16)), {"rtol": 1e-4, "atol": 1e-4}
+        )
     finally:
         _C._set_isa_mode(False)
     assert neuronsim.get_fallback_ops() == set()
@@ -187,12 +190,17 @@ def test_fused_cell_bad_input_is_a_clear_error(neuron):
         torch.ops.aten._thnn_fused_lstm_cell(g, g[:, :32], torch.randn(2, 16, device=neuron))
     with pytest.raises(RuntimeError, match="input_bias must be"):
         torch.ops.aten._thnn_fused_gru_cell(
-            g[:, :48], g[:, :48], torch.randn(2, 16, device=neuron),
-            torch.randn(47, device=neuron), torch.randn(47, device=neuron),
+            g[:, :48],
+            g[:, :48],
+            torch.randn(2, 16, device=neuron),
+            torch.randn(47, device=neuron),
+            torch.randn(47, device=neuron),
         )
     with pytest.raises(RuntimeError, match="not implemented for 'Int'"):
         i = torch.ones(2, 64, dtype=torch.int32, device=neuron)
-        torch.ops.aten._thnn_fused_lstm_cell(i, i, torch.ones(2, 16, dtype=torch.int32, device=neuron))
+        torch.ops.aten._thnn_fused_lstm_cell(
+            i, i, torch.ones(2, 16, dtype=torch.int32, device=neuron)
+        )
     with pytest.raises(RuntimeError, match="workspace must be"):
         torch.ops.aten._thnn_fused_gru_cell_backward(
             torch.randn(2, 16, device=neuron), torch.randn(2, 79, device=neuron), True

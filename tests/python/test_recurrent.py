@@ -207,3 +207,54 @@ def test_fused_cell_bad_input_is_a_clear_error(neuron):
         )
     with pytest.raises(RuntimeError, match="same device"):
         torch.ops.aten._thnn_fused_lstm_cell(g, g, torch.randn(2, 16))
+
+
+def _module_db_cases():
+    from torch.testing._internal.common_modules import module_db
+
+    names = ("RNN", "LSTM", "GRU", "RNNCell", "LSTMCell", "GRUCell")
+    return [m for m in module_db if m.module_cls.__name__ in names]
+
+
+def _tensors(v):
+    if isinstance(v, torch.Tensor):
+        return [v]
+    if isinstance(v, tuple | list):
+        return [t for e in v for t in _tensors(e)]
+    return []
+
+
+def _moved(v, device):
+    if isinstance(v, torch.Tensor):
+        return v.detach().to(device).requires_grad_(v.requires_grad)
+    if isinstance(v, tuple | list):
+        return type(v)(_moved(e, device) for e in v)
+    return v
+
+
+@pytest.mark.parametrize("info", _module_db_cases(), ids=lambda m: m.module_cls.__name__)
+def test_module_db_samples_match_cpu(info):
+    # PyTorch's own ModuleInfo samples (projections, unbatched input, no-bias, relu, ...), forward
+    # and the gradients of every input and parameter, in training mode.
+    samples = info.module_inputs_func(
+        info, device="cpu", dtype=torch.float32, requires_grad=True, training=True
+    )
+    for k, s in enumerate(samples):
+        torch.manual_seed(k)
+        cpu = info.module_cls(*s.constructor_input.args, **s.constructor_input.kwargs)
+        dev = copy.deepcopy(cpu).to("neuron")
+        results = []
+        for m, d in ((cpu, "cpu"), (dev, "neuron")):
+            args = _moved(s.forward_input.args, d)
+            kwargs = {n: _moved(v, d) for n, v in s.forward_input.kwargs.items()}
+            outs = _tensors(m(*args, **kwargs))
+            leaves = [t for t in _tensors((args, list(kwargs.values()))) if t.requires_grad]
+            leaves += list(m.parameters())
+            grads = torch.autograd.grad(
+                [o.flatten().square().sum() for o in outs], leaves, allow_unused=True
+            )
+            results.append([t.detach().cpu() for t in outs + [g for g in grads if g is not None]])
+        assert len(results[0]) == len(results[1]), f"sample {k}"
+        for a, b in zip(results[1], results[0], strict=True):
+            assert_close(a, b, msg=lambda m, k=k: f"sample {k}: {m}", **F32)
+    assert neuronsim.get_fallback_ops() == set()

@@ -94,6 +94,7 @@ NativeOpTable grad_scaler_ops();      // aten/grad_scaler.cpp
 NativeOpTable selection_ops();        // aten/selection.cpp
 NativeOpTable compaction_ops();       // aten/compaction.cpp
 NativeOpTable histogram_ops();        // aten/histogram.cpp
+NativeOpTable recurrent_ops();        // aten/recurrent.cpp
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

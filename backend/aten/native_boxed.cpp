@@ -13,6 +13,7 @@
 #include "aten/op_tracking.h"
 #include "graph/graph_capture.h"
 #include "neuronsim/runtime/trace_session.h"
+#include "neuronsim/sim/host_profile.h"
 #include "profiler/activity_recorder.h"
 
 namespace neuronsim::backend {
@@ -131,6 +132,11 @@ void read_count(const c10::Device& device, const at::Tensor& count) {
   });
 }
 
+void record_native(const std::string& name, bool at32) {
+  sim::HostStageScope stage(sim::HostStage::kOpTracking);
+  if (!in_fallback()) OpTracker::get().record_native(name, at32);
+}
+
 std::string base_name(const c10::OperatorHandle& op) {
   return op.schema().name();
 }
@@ -160,7 +166,12 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
     for (const auto& p : programs) {
       const sim::SimTime h0 = r.host_time();
       r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
-      const device::RunResult res = r.launch(dev, stream, p, functional);
+      device::RunResult res;
+      {
+        sim::HostStageScope stage(sim::HostStage::kLaunch);
+        res = r.launch(dev, stream, p, functional);
+      }
+      sim::HostStageScope stage(sim::HostStage::kTrace);
       if (trace) {
         trace->host("launch " + p.name, "launch", h0, r.host_time());
         for (const auto& c : res.cores) trace->kernel(c.core, c.start, c.end);
@@ -172,6 +183,7 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
 }
 
 void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  sim::HostStageScope dispatch_stage(sim::HostStage::kDispatch);
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const std::string name = base_name(op);
@@ -214,7 +226,8 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   // time); its op appears in the trace as part of the graph's kernels.
   const CaptureMode capture = capture_mode();
   std::optional<OpScope> scope;
-  if (capture == CaptureMode::kOff) {
+  if (capture == CaptureMode::kOff && runtime::TraceSession::active()) {
+    sim::HostStageScope stage(sim::HostStage::kTrace);
     scope.emplace(
         name, c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(nargs)), nargs));
   }
@@ -271,6 +284,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     }
   }
   try {
+    sim::HostStageScope stage(sim::HostStage::kHostValues);
     if (native->host_values)
       native->host_values(op, stack);
     else
@@ -286,7 +300,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
       for_each_tensor(r, [&](const at::Tensor& t) { inv.outputs.push_back(t); });
     }
     if (capture == CaptureMode::kSkip) {
-      if (!in_fallback()) OpTracker::get().record_native(name, false);
+      record_native(name, false);
       return;
     }
     const auto programs = with_runtime([&](runtime::Runtime& r) {
@@ -295,7 +309,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
       return native->build(inv);
     });
     launch_programs(*device, programs, false);
-    if (!in_fallback()) OpTracker::get().record_native(name, false);
+    record_native(name, false);
     return;
   }
   // Copied out= tensors: move the result into the (resized) device tensor.
@@ -319,13 +333,14 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     if (t.defined() && is_64bit(t.scalar_type())) functional = false;
   }
   if (capture == CaptureMode::kSkip) {
-    if (!in_fallback()) OpTracker::get().record_native(name, any64 && emulate64);
+    record_native(name, any64 && emulate64);
     return;
   }
   if (native->shape_sync) inv.count = at::empty({1}, at::TensorOptions(*device).dtype(at::kInt));
   const auto programs = with_runtime([&](runtime::Runtime& r) {
     inv.core_params = &r.device().params().core;
     inv.hbm_address = hbm_addresses(r);
+    sim::HostStageScope stage(sim::HostStage::kBuild);
     return native->build(inv);
   });
   if (functional) {
@@ -335,7 +350,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   }
   launch_programs(*device, programs, functional);
   if (native->shape_sync) read_count(*device, inv.count);
-  if (!in_fallback()) OpTracker::get().record_native(name, any64 && emulate64);
+  record_native(name, any64 && emulate64);
 }
 
 }  // namespace neuronsim::backend

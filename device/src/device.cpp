@@ -10,6 +10,7 @@
 #include "neuron_core.h"
 #include "neuronsim/device/errors.h"
 #include "neuronsim/device/validator.h"
+#include "neuronsim/sim/host_profile.h"
 #include "neuronsim/sim/simulation.h"
 
 namespace neuronsim::device {
@@ -178,7 +179,10 @@ void Device::Impl::enqueue(uint32_t core, const Program& program, bool copy) {
           [&](const HbmRegion& r) { return a >= r.offset && a + n <= r.offset + r.bytes; });
     };
   }
-  validate(program, vc);
+  {
+    sim::HostStageScope stage(sim::HostStage::kValidate);
+    validate(program, vc);
+  }
   if (copy) {
     d.pending[core] = program;
     d.queued[core] = &*d.pending[core];

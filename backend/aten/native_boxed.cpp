@@ -11,6 +11,7 @@
 #include "aten/device_tensor.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
+#include "aten/program_key.h"
 #include "graph/graph_capture.h"
 #include "neuronsim/runtime/trace_session.h"
 #include "neuronsim/sim/host_profile.h"
@@ -148,7 +149,7 @@ bool isa_mode() {
 }
 
 void launch_programs(const c10::Device& device, const std::vector<device::Program>& programs,
-                     bool functional) {
+                     bool functional, bool validated) {
   // Inside a compiled graph the graph's launch runs the work (graph/graph_capture.h).
   switch (capture_mode()) {
     case CaptureMode::kSkip:
@@ -169,7 +170,7 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
       device::RunResult res;
       {
         sim::HostStageScope stage(sim::HostStage::kLaunch);
-        res = r.launch(dev, stream, p, functional);
+        res = r.launch(dev, stream, p, functional, validated);
       }
       sim::HostStageScope stage(sim::HostStage::kTrace);
       if (trace) {
@@ -337,18 +338,34 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     return;
   }
   if (native->shape_sync) inv.count = at::empty({1}, at::TensorOptions(*device).dtype(at::kInt));
-  const auto programs = with_runtime([&](runtime::Runtime& r) {
+  // Under the runtime lock throughout: a cached program stays put until it has run.
+  with_runtime([&](runtime::Runtime& r) {
     inv.core_params = &r.device().params().core;
     inv.hbm_address = hbm_addresses(r);
-    sim::HostStageScope stage(sim::HostStage::kBuild);
-    return native->build(inv);
-  });
-  if (functional) {
-    for (auto& [dev_t, saved] : snapshots) {
-      if (dev_t.sizes().equals(saved.sizes())) cpu_view(dev_t).copy_(saved);  // resized outs: no
+    std::optional<ProgramKey> key;
+    const std::vector<device::Program>* cached = nullptr;
+    std::vector<device::Program> built;
+    {
+      sim::HostStageScope stage(sim::HostStage::kBuild);
+      if (native->cacheable && !native->shape_sync && capture == CaptureMode::kOff &&
+          r.program_cache().enabled()) {
+        key = program_key(inv, functional);
+        if (key) cached = r.program_cache().find(key->key, key->regions);
+      }
+      if (!cached) built = native->build(inv);
     }
-  }
-  launch_programs(*device, programs, functional);
+    if (functional) {
+      for (auto& [dev_t, saved] : snapshots) {
+        if (dev_t.sizes().equals(saved.sizes())) cpu_view(dev_t).copy_(saved);  // resized: no
+      }
+    }
+    launch_programs(*device, cached ? *cached : built, functional, cached != nullptr);
+    if (key && !cached) {
+      sim::HostStageScope stage(sim::HostStage::kBuild);
+      r.program_cache().insert(key->key, std::move(built), std::move(key->regions));
+    }
+    return 0;
+  });
   if (native->shape_sync) read_count(*device, inv.count);
   record_native(name, any64 && emulate64);
 }

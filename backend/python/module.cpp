@@ -255,4 +255,11 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_host_profile_enabled", [] { return sim::HostProfile::enabled(); });
   m.def("_host_profile_reset", [] { sim::HostProfile::reset(); });
+  // (hits, misses, entries) of the program cache (runtime/program_cache.h).
+  m.def("_program_cache_stats", [] {
+    return with_runtime([](runtime::Runtime& r) {
+      const runtime::ProgramCache& c = r.program_cache();
+      return py::make_tuple(c.hits(), c.misses(), c.size());
+    });
+  });
 }

@@ -54,7 +54,7 @@ struct Device::Impl {
 
   Impl(const Config& c, DeviceOptions o) : config(c), params(parse_chip_params(c)), mode(o.mode) {}
   /// Validates `program` and queues it for `core`, as a copy or borrowed.
-  void enqueue(uint32_t core, const Program& program, bool copy);
+  void enqueue(uint32_t core, const Program& program, bool copy, bool validated = false);
 };
 
 namespace {
@@ -159,13 +159,17 @@ void Device::submit(uint32_t core, const Program& program) {
   impl_->enqueue(core, program, true);
 }
 
-void Device::Impl::enqueue(uint32_t core, const Program& program, bool copy) {
+void Device::Impl::enqueue(uint32_t core, const Program& program, bool copy, bool validated) {
   Impl& d = *this;
   if (core >= d.cores) {
     throw Error(fmt::format("NeuronCore {} does not exist; the device has {}", core, d.cores));
   }
   if (d.queued[core]) {
     throw Error(fmt::format("NeuronCore {} already has a program queued for this run", core));
+  }
+  if (validated) {
+    d.queued[core] = &program;
+    return;
   }
   ValidationContext vc;
   vc.core = &d.params.core;
@@ -266,8 +270,8 @@ RunResult Device::run() {
   return result;
 }
 
-RunResult Device::run(uint32_t core, const Program& program) {
-  impl_->enqueue(core, program, false);
+RunResult Device::run(uint32_t core, const Program& program, bool validated) {
+  impl_->enqueue(core, program, false, validated);
   // `program` is only borrowed for this call: never leave it queued.
   struct Unqueue {
     Impl& d;

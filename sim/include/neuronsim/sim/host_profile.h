@@ -11,14 +11,14 @@
 namespace neuronsim::sim {
 
 enum class HostStage : uint8_t {
-  kDispatch,     // the native kernel's own work: argument checks, unpacking, CPU views
-  kHostValues,   // the CPU kernel that computes the values (fast mode)
-  kBuild,        // building the op's programs (or finding them in the program cache)
-  kValidate,     // validating a program before it runs
-  kLaunch,       // the runtime's launch and the SystemC run of the program
-  kTrace,        // recording the op, launch and kernel into an active trace
-  kOpTracking,   // native / fallback op counts
-  kFallback,     // the CPU fallback (copies through the simulated DMA and the CPU kernel)
+  kDispatch,    // the native kernel's own work: argument checks, unpacking, CPU views
+  kHostValues,  // the CPU kernel that computes the values (fast mode)
+  kBuild,       // building the op's programs (or finding them in the program cache)
+  kValidate,    // validating a program before it runs
+  kLaunch,      // the runtime's launch and the SystemC run of the program
+  kTrace,       // recording the op, launch and kernel into an active trace
+  kOpTracking,  // native / fallback op counts
+  kFallback,    // the CPU fallback (copies through the simulated DMA and the CPU kernel)
   kCount
 };
 std::string_view host_stage_name(HostStage s);

@@ -3,9 +3,16 @@
 Each row runs the same work on CPU tensors and on neuron tensors (values computed by ATen on the
 host, time by the simulated NeuronCore) and prints wall-clock time per iteration and the ratio.
 The ratio is the price of simulation; the simulated device time is printed alongside. Goals
-(issue 6, fast mode): large ops within 1.3x of CPU eager; small ops within 4x per op.
+(issue 13, fast mode): the loop of 100 small ops within 3x of CPU eager, add 64x64 within 2.5x,
+large ops (matmul 1024, 2048) within 1.3x.
 
     .venv/bin/python bench/eager_overhead_bench.py
+
+With NEURONSIM_HOST_PROFILE=1 it also prints where the neuron side's host time goes, per
+iteration and stage (sim/host_profile.h): the stages inside the backend, and "outside" (Python,
+the PyTorch dispatcher, autograd and the allocator) as the rest of the wall time.
+
+    NEURONSIM_HOST_PROFILE=1 .venv/bin/python bench/eager_overhead_bench.py
 """
 
 import time
@@ -16,6 +23,7 @@ import torch
 
 def bench(fn, iters, clock=time.perf_counter):
     fn()  # warm up
+    neuronsim._C._host_profile_reset()  # the stage breakdown covers the timed iterations
     t0 = clock()
     for _ in range(iters):
         fn()
@@ -73,23 +81,33 @@ def main():
 
         return loop
 
-    cases = [
-        ("add 64x64", small_add, 2000),
-        ("100 small ops", small_op_loop, 20),
-        ("matmul 256", lambda d: mm(d, 256), 200),
-        ("matmul 1024", lambda d: mm(d, 1024), 10),
-        ("matmul 2048", lambda d: mm(d, 2048), 5),
-        ("MLP fwd+bwd", mlp_fwd_bwd, 30),
-        ("MLP train step", train_step, 30),
+    cases = [  # (name, make, iterations, goal ratio)
+        ("add 64x64", small_add, 2000, 2.5),
+        ("100 small ops", small_op_loop, 20, 3.0),
+        ("matmul 256", lambda d: mm(d, 256), 200, None),
+        ("matmul 1024", lambda d: mm(d, 1024), 10, 1.3),
+        ("matmul 2048", lambda d: mm(d, 2048), 5, 1.3),
+        ("MLP fwd+bwd", mlp_fwd_bwd, 30, None),
+        ("MLP train step", train_step, 30, None),
     ]
-    print(f"{'case':<18}{'cpu ms':>10}{'neuron ms':>12}{'ratio':>8}{'sim us/iter':>14}")
-    for name, make, iters in cases:
+    profile = neuronsim._C._host_profile_enabled()
+    print(f"{'case':<18}{'cpu ms':>10}{'neuron ms':>12}{'ratio':>8}{'goal':>8}{'sim us/iter':>14}")
+    breakdown = []
+    for name, make, iters, goal in cases:
         cpu = bench(make("cpu"), iters)
         fn = make("neuron")
         t_sim0 = neuronsim.simulated_time_ns()
         dev = bench(fn, iters)
+        stages = neuronsim._C._host_profile()
         sim_us = (neuronsim.simulated_time_ns() - t_sim0) / 1e3 / (iters + 1)
-        print(f"{name:<18}{cpu * 1e3:>10.3f}{dev * 1e3:>12.3f}{dev / cpu:>8.1f}{sim_us:>14.2f}")
+        verdict = "" if goal is None else f"{'<=' if dev / cpu <= goal else '>'}{goal}"
+        print(
+            f"{name:<18}{cpu * 1e3:>10.3f}{dev * 1e3:>12.3f}{dev / cpu:>8.2f}{verdict:>8}"
+            f"{sim_us:>14.2f}"
+        )
+        breakdown.append((name, iters, dev, stages))
+    if profile:
+        print_breakdown(breakdown)
     observer_cost([("add 64x64", small_add, 2000), ("100 small ops", small_op_loop, 20)])
 
 
@@ -113,6 +131,22 @@ def observer_cost(cases):
             f"{best[True] / best[False]:>8.3f}"
         )
     _C._set_op_observer(was)
+
+
+def print_breakdown(rows):
+    """Host microseconds per iteration and stage on the neuron side."""
+    names = list(rows[0][3])
+    print("\nhost us per iteration by stage (NEURONSIM_HOST_PROFILE=1)")
+    print(f"{'case':<18}" + "".join(f"{n:>12}" for n in names) + f"{'outside':>12}{'ops':>8}")
+    for name, iters, wall, stages in rows:
+        per = {n: ns / 1e3 / iters for n, (ns, _) in stages.items()}
+        outside = max(0.0, wall * 1e6 - sum(per.values()))
+        ops = (stages["dispatch"][1] + stages["fallback"][1]) / iters
+        print(
+            f"{name:<18}"
+            + "".join(f"{per[n]:>12.2f}" for n in names)
+            + f"{outside:>12.2f}{ops:>8.0f}"
+        )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@
 #include "aten/op_tracking.h"
 #include "graph/graph_capture.h"
 #include "neuronsim/runtime/trace_session.h"
+#include "neuronsim/sim/host_profile.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -336,6 +337,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const BackendKernelScope kernel_scope;
+  sim::HostStageScope stage(sim::HostStage::kFallback);
   const std::string name = op.schema().name();
   const size_t nargs = op.schema().arguments().size();
   std::string reason;

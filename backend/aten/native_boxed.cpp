@@ -12,8 +12,10 @@
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
+#include "aten/program_key.h"
 #include "graph/graph_capture.h"
 #include "neuronsim/runtime/trace_session.h"
+#include "neuronsim/sim/host_profile.h"
 #include "profiler/activity_recorder.h"
 
 namespace neuronsim::backend {
@@ -132,6 +134,11 @@ void read_count(const c10::Device& device, const at::Tensor& count) {
   });
 }
 
+void record_native(const c10::OperatorName& name, bool at32) {
+  sim::HostStageScope stage(sim::HostStage::kOpTracking);
+  if (!in_fallback()) OpTracker::get().kernel_native(name, at32);
+}
+
 std::string base_name(const c10::OperatorHandle& op) {
   return op.schema().name();
 }
@@ -143,7 +150,7 @@ bool isa_mode() {
 }
 
 void launch_programs(const c10::Device& device, const std::vector<device::Program>& programs,
-                     bool functional) {
+                     bool functional, bool validated) {
   // Inside a compiled graph the graph's launch runs the work (graph/graph_capture.h).
   switch (capture_mode()) {
     case CaptureMode::kSkip:
@@ -161,7 +168,12 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
     for (const auto& p : programs) {
       const sim::SimTime h0 = r.host_time();
       r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
-      const device::RunResult res = r.launch(dev, stream, p, functional);
+      device::RunResult res;
+      {
+        sim::HostStageScope stage(sim::HostStage::kLaunch);
+        res = r.launch(dev, stream, p, functional, validated);
+      }
+      sim::HostStageScope stage(sim::HostStage::kTrace);
       if (trace) {
         trace->host("launch " + p.name, "launch", h0, r.host_time());
         for (const auto& c : res.cores) trace->kernel(c.core, c.start, c.end);
@@ -174,6 +186,7 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
 
 void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const BackendKernelScope kernel_scope;
+  sim::HostStageScope dispatch_stage(sim::HostStage::kDispatch);
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const std::string name = base_name(op);
@@ -216,7 +229,8 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   // time); its op appears in the trace as part of the graph's kernels.
   const CaptureMode capture = capture_mode();
   std::optional<OpScope> scope;
-  if (capture == CaptureMode::kOff) {
+  if (capture == CaptureMode::kOff && runtime::TraceSession::active()) {
+    sim::HostStageScope stage(sim::HostStage::kTrace);
     scope.emplace(
         name, c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(nargs)), nargs));
   }
@@ -273,6 +287,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     }
   }
   try {
+    sim::HostStageScope stage(sim::HostStage::kHostValues);
     if (native->host_values)
       native->host_values(op, stack);
     else
@@ -288,7 +303,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
       for_each_tensor(r, [&](const at::Tensor& t) { inv.outputs.push_back(t); });
     }
     if (capture == CaptureMode::kSkip) {
-      if (!in_fallback()) OpTracker::get().kernel_native(op.operator_name(), false);
+      record_native(op.operator_name(), false);
       return;
     }
     const auto programs = with_runtime([&](runtime::Runtime& r) {
@@ -297,7 +312,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
       return native->build(inv);
     });
     launch_programs(*device, programs, false);
-    if (!in_fallback()) OpTracker::get().kernel_native(op.operator_name(), false);
+    record_native(op.operator_name(), false);
     return;
   }
   // Copied out= tensors: move the result into the (resized) device tensor.
@@ -321,23 +336,40 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     if (t.defined() && is_64bit(t.scalar_type())) functional = false;
   }
   if (capture == CaptureMode::kSkip) {
-    if (!in_fallback()) OpTracker::get().kernel_native(op.operator_name(), any64 && emulate64);
+    record_native(op.operator_name(), any64 && emulate64);
     return;
   }
   if (native->shape_sync) inv.count = at::empty({1}, at::TensorOptions(*device).dtype(at::kInt));
-  const auto programs = with_runtime([&](runtime::Runtime& r) {
+  // Under the runtime lock throughout: a cached program stays put until it has run.
+  with_runtime([&](runtime::Runtime& r) {
     inv.core_params = &r.device().params().core;
     inv.hbm_address = hbm_addresses(r);
-    return native->build(inv);
-  });
-  if (functional) {
-    for (auto& [dev_t, saved] : snapshots) {
-      if (dev_t.sizes().equals(saved.sizes())) cpu_view(dev_t).copy_(saved);  // resized outs: no
+    std::optional<ProgramKey> key;
+    const std::vector<device::Program>* cached = nullptr;
+    std::vector<device::Program> built;
+    {
+      sim::HostStageScope stage(sim::HostStage::kBuild);
+      if (native->cacheable && !native->shape_sync && capture == CaptureMode::kOff &&
+          r.program_cache().enabled()) {
+        key = program_key(inv, functional);
+        if (key) cached = r.program_cache().find(key->key, key->regions);
+      }
+      if (!cached) built = native->build(inv);
     }
-  }
-  launch_programs(*device, programs, functional);
+    if (functional) {
+      for (auto& [dev_t, saved] : snapshots) {
+        if (dev_t.sizes().equals(saved.sizes())) cpu_view(dev_t).copy_(saved);  // resized: no
+      }
+    }
+    launch_programs(*device, cached ? *cached : built, functional, cached != nullptr);
+    if (key && !cached) {
+      sim::HostStageScope stage(sim::HostStage::kBuild);
+      r.program_cache().insert(key->key, std::move(built), std::move(key->regions));
+    }
+    return 0;
+  });
   if (native->shape_sync) read_count(*device, inv.count);
-  if (!in_fallback()) OpTracker::get().kernel_native(op.operator_name(), any64 && emulate64);
+  record_native(op.operator_name(), any64 && emulate64);
 }
 
 }  // namespace neuronsim::backend

@@ -73,6 +73,9 @@ struct NativeOp {
   /// Arguments the op writes that its schema does not mark as written (native_batch_norm's
   /// running statistics): ISA mode restores them, like marked ones, before the programs run.
   std::vector<std::string> writes = {};
+  /// Its programs depend only on what program_key.h keys on (not on tensor values or state):
+  /// set per op family in native_registrations.cpp.
+  bool cacheable = false;
 };
 using NativeOpTable = std::vector<NativeOp>;
 

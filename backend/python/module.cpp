@@ -11,6 +11,7 @@
 #include "aten/op_tracking.h"
 #include "distributed/bindings.h"
 #include "neuronsim/runtime/trace_session.h"
+#include "neuronsim/sim/host_profile.h"
 #include "python/fallback_call.h"
 #include "python/graph_bindings.h"
 #include "python/trace_tools.h"
@@ -244,5 +245,24 @@ PYBIND11_MODULE(_C, m) {
       out[py::str(name)] = d;
     }
     return out;
+  });
+  // NEURONSIM_HOST_PROFILE=1: host wall time per stage of the per-op path (sim/host_profile.h).
+  m.def("_host_profile", [] {
+    py::dict out;
+    const sim::HostStageTotals t = sim::HostProfile::totals();
+    for (size_t i = 0; i < t.ns.size(); ++i) {
+      out[py::str(std::string(sim::host_stage_name(static_cast<sim::HostStage>(i))))] =
+          py::make_tuple(t.ns[i], t.entries[i]);
+    }
+    return out;
+  });
+  m.def("_host_profile_enabled", [] { return sim::HostProfile::enabled(); });
+  m.def("_host_profile_reset", [] { sim::HostProfile::reset(); });
+  // (hits, misses, entries) of the program cache (runtime/program_cache.h).
+  m.def("_program_cache_stats", [] {
+    return with_runtime([](runtime::Runtime& r) {
+      const runtime::ProgramCache& c = r.program_cache();
+      return py::make_tuple(c.hits(), c.misses(), c.size());
+    });
   });
 }

@@ -10,6 +10,7 @@
 #include "neuron_core.h"
 #include "neuronsim/device/errors.h"
 #include "neuronsim/device/validator.h"
+#include "neuronsim/sim/host_profile.h"
 #include "neuronsim/sim/simulation.h"
 
 namespace neuronsim::device {
@@ -53,7 +54,7 @@ struct Device::Impl {
 
   Impl(const Config& c, DeviceOptions o) : config(c), params(parse_chip_params(c)), mode(o.mode) {}
   /// Validates `program` and queues it for `core`, as a copy or borrowed.
-  void enqueue(uint32_t core, const Program& program, bool copy);
+  void enqueue(uint32_t core, const Program& program, bool copy, bool validated = false);
 };
 
 namespace {
@@ -158,13 +159,17 @@ void Device::submit(uint32_t core, const Program& program) {
   impl_->enqueue(core, program, true);
 }
 
-void Device::Impl::enqueue(uint32_t core, const Program& program, bool copy) {
+void Device::Impl::enqueue(uint32_t core, const Program& program, bool copy, bool validated) {
   Impl& d = *this;
   if (core >= d.cores) {
     throw Error(fmt::format("NeuronCore {} does not exist; the device has {}", core, d.cores));
   }
   if (d.queued[core]) {
     throw Error(fmt::format("NeuronCore {} already has a program queued for this run", core));
+  }
+  if (validated) {
+    d.queued[core] = &program;
+    return;
   }
   ValidationContext vc;
   vc.core = &d.params.core;
@@ -178,7 +183,10 @@ void Device::Impl::enqueue(uint32_t core, const Program& program, bool copy) {
           [&](const HbmRegion& r) { return a >= r.offset && a + n <= r.offset + r.bytes; });
     };
   }
-  validate(program, vc);
+  {
+    sim::HostStageScope stage(sim::HostStage::kValidate);
+    validate(program, vc);
+  }
   if (copy) {
     d.pending[core] = program;
     d.queued[core] = &*d.pending[core];
@@ -262,8 +270,8 @@ RunResult Device::run() {
   return result;
 }
 
-RunResult Device::run(uint32_t core, const Program& program) {
-  impl_->enqueue(core, program, false);
+RunResult Device::run(uint32_t core, const Program& program, bool validated) {
+  impl_->enqueue(core, program, false, validated);
   // `program` is only borrowed for this call: never leave it queued.
   struct Unqueue {
     Impl& d;

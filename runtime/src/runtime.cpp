@@ -253,11 +253,11 @@ sim::SimTime Runtime::start_time(uint32_t dev, int64_t stream) {
 }
 
 device::RunResult Runtime::launch(uint32_t dev, int64_t stream, const device::Program& program,
-                                  bool functional) {
+                                  bool functional, bool validated) {
   const sim::SimTime start = start_time(dev, stream);
   if (start > device_->now()) device_->advance(start - device_->now());
   device_->set_mode(functional ? device::ExecMode::kFull : device::ExecMode::kTiming);
-  device::RunResult r = device_->run(physical_[dev], program);
+  device::RunResult r = device_->run(physical_[dev], program, validated);
   ++launches_;
   stream_state(dev, stream).ready = r.end;
   if (config_.launch_blocking) host_time_ = sim::max(host_time_, r.end);

@@ -76,8 +76,9 @@ class Device {
   /// Runs every submitted program until the device is idle. Throws DeadlockError (the device
   /// stays usable) or rethrows an engine's error.
   RunResult run();
-  /// submit + run for one core.
-  RunResult run(uint32_t core, const Program& program);
+  /// submit + run for one core. `validated`: the caller already validated this program against
+  /// memory that is still live (a cached program moved to new tensors), so it skips validation.
+  RunResult run(uint32_t core, const Program& program, bool validated = false);
 
   /// A copy between host memory and a core's HBM over the host link (PCIe), through the DMA
   /// fabric (it shares the HBM stack's bandwidth). Runs until the device is idle; the data itself

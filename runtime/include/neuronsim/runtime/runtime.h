@@ -20,6 +20,7 @@
 #include "neuronsim/device/device.h"
 #include "neuronsim/runtime/caching_allocator.h"
 #include "neuronsim/runtime/collective_timeline.h"
+#include "neuronsim/runtime/program_cache.h"
 
 namespace neuronsim::runtime {
 
@@ -60,7 +61,10 @@ class Runtime {
   const RuntimeConfig& config() const { return config_; }
   /// ISA mode: kernel programs compute the values (see RuntimeConfig::isa_mode).
   bool isa_mode() const { return config_.isa_mode; }
-  void set_isa_mode(bool on) { config_.isa_mode = on; }
+  void set_isa_mode(bool on) {
+    config_.isa_mode = on;
+    program_cache_.clear();
+  }
   uint32_t device_count() const { return static_cast<uint32_t>(physical_.size()); }
   /// Physical core that runs a logical device's kernels.
   uint32_t physical_core(uint32_t dev) const;
@@ -89,8 +93,11 @@ class Runtime {
   /// Runs a kernel on a logical device's stream; returns its device-time span. In the default
   /// mode the program runs timing-only (the caller computed the values); `functional` forces
   /// full execution (ISA mode).
+  /// `validated`: the program came from the program cache (validated when first launched).
   device::RunResult launch(uint32_t dev, int64_t stream, const device::Program& program,
-                           bool functional);
+                           bool functional, bool validated = false);
+  /// Programs built before, for this configuration (program_cache.h).
+  ProgramCache& program_cache() { return program_cache_; }
   /// A host<->device copy (blocking for the host unless `non_blocking`).
   device::Device::HostCopy copy_host(uint32_t dev, int64_t stream, uint64_t bytes, bool to_device,
                                      uint64_t hbm_address, bool non_blocking);
@@ -136,6 +143,7 @@ class Runtime {
   uint64_t launches_ = 0;
   CollectiveTimeline collectives_;
   std::optional<collectives::InterconnectParams> interconnect_;
+  ProgramCache program_cache_;
 };
 
 }  // namespace neuronsim::runtime

@@ -2,7 +2,9 @@
 // kernel.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/reduction.h"
@@ -36,22 +38,39 @@ int64_t reduced_count(const at::Tensor& in, const std::vector<int64_t>& dims) {
 
 // Positions (logical row-major element indices) of every element of `t`, as a CPU int64 tensor
 
-// The reduction kernel folds the reduced dims (coalesced as it does) into at most two runs.
-bool reduce_supported(const OpInvocation& inv) {
+// The reduction kernel folds the reduced dims (coalesced as it does: in memory order for value
+// reductions, in logical order for arg reductions) into at most two runs.
+bool reduced_dims_fold(const OpInvocation& inv, bool memory_order) {
   const at::Tensor in = inv.tensor(0);
   if (!in.defined()) return false;
   std::vector<int64_t> dims = dims_arg(inv, "dim", in.dim());
   std::vector<bool> red(in.dim(), dims.empty());
   for (int64_t d : dims) red.at(d) = true;
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < in.dim(); ++d) {
+    if (red[d]) order.push_back(d);
+  }
+  if (memory_order) {
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return std::abs(in.stride(a)) > std::abs(in.stride(b));
+    });
+  }
   std::vector<int64_t> sizes;
   std::vector<std::vector<int64_t>> strides(1);
-  for (int64_t d = 0; d < in.dim(); ++d) {
-    if (!red[d]) continue;
+  for (int64_t d : order) {
     sizes.push_back(in.size(d));
     strides[0].push_back(in.stride(d));
   }
   kernels::coalesce(sizes, strides);
   return sizes.size() <= 2;
+}
+
+bool reduce_supported(const OpInvocation& inv) {
+  return reduced_dims_fold(inv, true);
+}
+
+bool arg_reduce_supported(const OpInvocation& inv) {
+  return reduced_dims_fold(inv, false);
 }
 
 // The order of a vector norm (linalg_vector_norm's ord, norm's optional p; 2 by default).
@@ -116,7 +135,7 @@ NativeOpTable reduction_ops() {
                      s.arg = true;
                      return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
                    },
-                   reduce_supported});
+                   arg_reduce_supported});
   }
   for (const char* n : {"aten::any", "aten::all"}) {
     const auto op = std::string(n) == "aten::any" ? device::ReduceOp::kMax : device::ReduceOp::kMin;

@@ -1,6 +1,7 @@
 #include "neuronsim/kernels/reduction.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -200,6 +201,25 @@ Program build_column_reduce(const std::string& name, const TensorDesc& in, const
   return std::move(b).build();
 }
 
+// Reduced dims in memory order (outermost stride first): a value reduction does not depend on
+// the order it visits elements in, so a permuted but dense input (a transposed activation, a
+// batch_first RNN output) coalesces into one run instead of falling back. Arg reductions keep
+// logical order: their index counts positions in it.
+void order_by_stride(Dims& red) {
+  std::vector<size_t> order(red.sizes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::abs(red.in_strides[a]) > std::abs(red.in_strides[b]);
+  });
+  Dims sorted;
+  for (size_t i : order) {
+    sorted.sizes.push_back(red.sizes[i]);
+    sorted.in_strides.push_back(red.in_strides[i]);
+    sorted.out_strides.push_back(red.out_strides[i]);
+  }
+  red = std::move(sorted);
+}
+
 }  // namespace
 
 Program build_reduce(const std::string& name, const TensorDesc& in, const TensorDesc& out,
@@ -229,6 +249,7 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
     t.in_strides.push_back(in.strides[d]);
     t.out_strides.push_back(ostride[d]);
   }
+  if (!spec.arg) order_by_stride(red);
   std::vector<std::vector<int64_t>> ks{kept.in_strides, kept.out_strides}, rs{red.in_strides};
   coalesce(kept.sizes, ks);
   coalesce(red.sizes, rs);

@@ -115,6 +115,12 @@ CASES = {
     "max_dim": (lambda a: a.max(1), (X,), EXACT),
     "argmax": (lambda a: a.argmax(1), (X,), EXACT),
     "var_std": (lambda a: a.var(1) + a.std(), (X,), FP32),
+    # a permuted but dense input (strides (130, 2600, 1)): value reductions in memory order
+    "permuted_reductions": (
+        lambda a: torch.stack([a.sum(), a.mean(), a.var(), a.amax(), a.sum((0, 1)).sum()]),
+        (B1.permute(1, 0, 2),),
+        FP32,
+    ),
     "vector_norms": (
         lambda a: torch.stack(
             [torch.linalg.vector_norm(a, o, 1) for o in (2, 1, 0, float("inf"), -float("inf"), 3.5)]

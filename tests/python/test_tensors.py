@@ -541,3 +541,22 @@ def test_fallback_tracking_does_not_count_internal_copies():
     (op,) = fallbacks
     assert op.startswith("aten::") and "unique" in op
     assert report[op] == {"native": 0, "fallback": 1, "computed_at_32_bits": 0}
+
+
+def test_reductions_of_a_permuted_dense_tensor_run_native():
+    # A batch_first RNN output or a transposed activation: every reduced dim is dense in memory,
+    # only not in logical order. Value reductions run native; argmax (logical positions) may not.
+    x = torch.randn(4, 3, 8).permute(1, 0, 2)
+    d = x.to("neuron")
+    assert d.stride() == x.stride()
+    neuronsim.clear_op_tracking()
+    for f in (
+        lambda t: t.sum(),
+        lambda t: t.mean(),
+        lambda t: t.var(),
+        lambda t: t.amax(),
+        lambda t: t.sum((0, 2)),
+        lambda t: t.transpose(0, 2).sum(),
+    ):
+        torch.testing.assert_close(f(d).cpu(), f(x))
+    assert neuronsim.get_fallback_ops() == set()

@@ -269,26 +269,22 @@ def test_neuronsim_run_under_torchrun_merges_the_rank_traces(tmp_path):
     assert re.search(r"^\s+0\s+i0 nc0\s+.*ms \(\d+\.\d%\)", report.stdout, re.M), report.stdout
 
 
-def test_whatif_changes_collective_time(tmp_path):
-    cmd = [
-        sys.executable,
-        "-m",
-        "neuronsim",
-        "whatif",
-        "--nproc-per-node",
-        "2",
-        "--jobs",
-        "2",
-        "--csv",
-        str(tmp_path / "w.csv"),
-        "--sweep",
-        "collectives.step_latency_ns=3200,200000",
-        str(EXAMPLE),
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=REPO, timeout=900)
+def _whatif_sweep(tmp_path, args, env=None):
+    """Runs `neuronsim whatif` over 2 ranks of the distributed example with `args` (one
+    two-valued --sweep) and returns the simulated time of its two rows."""
+    cmd = [sys.executable, "-m", "neuronsim", "whatif", *args, "--nproc-per-node", "2"]
+    cmd += ["--jobs", "2", "--csv", str(tmp_path / "w.csv"), str(EXAMPLE)]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, env=env or _env(), cwd=REPO, timeout=900
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     rows = (tmp_path / "w.csv").read_text().splitlines()[1:]
-    fast, slow = (float(r.split(",")[1]) for r in rows)
+    first, second = (float(r.split(",")[1]) for r in rows)
+    return first, second
+
+
+def test_whatif_changes_collective_time(tmp_path):
+    fast, slow = _whatif_sweep(tmp_path, ["--sweep", "collectives.step_latency_ns=3200,200000"])
     # 15 all-reduces of 2 ring steps each: every step 196.8 us slower.
     assert slow - fast == pytest.approx(15 * 2 * 196800, rel=0.01), (fast, slow)
 
@@ -297,30 +293,12 @@ def test_whatif_link_bandwidth_changes_collective_time(tmp_path):
     # Ranks on cores 0 and 2 of a trn1.32xlarge: chips 0 and 1, one NeuronLink apart. At 1 GB/s
     # the link bounds the 2-rank ring all-reduce (two steps of half the bytes each way: 1 ns a
     # byte); at 103.1 GB/s the collective DMA does (85 GB/s, the reduce step at half rate).
-    cmd = [
-        sys.executable,
-        "-m",
-        "neuronsim",
-        "whatif",
-        "--preset",
-        "trn1.32xlarge",
-        "--nproc-per-node",
-        "2",
-        "--jobs",
-        "2",
-        "--csv",
-        str(tmp_path / "w.csv"),
-        "--set",
-        "collectives.algorithm=ring",
-        "--sweep",
-        "neuronlink.link_bandwidth_gbps=103.1,1",
-        str(EXAMPLE),
-    ]
-    env = _env({"NEURON_RT_VISIBLE_CORES": "0,2"})
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
-    rows = (tmp_path / "w.csv").read_text().splitlines()[1:]
-    fast, slow = (float(r.split(",")[1]) for r in rows)
+    fast, slow = _whatif_sweep(
+        tmp_path,
+        ["--preset", "trn1.32xlarge", "--set", "collectives.algorithm=ring"]
+        + ["--sweep", "neuronlink.link_bandwidth_gbps=103.1,1"],
+        _env({"NEURON_RT_VISIBLE_CORES": "0,2"}),
+    )
     # The example all-reduces its gradients (512x2048 + 2048 + 2048x512 + 512 floats) and the
     # loss, 3 steps.
     reduced = 3 * (4 * (512 * 2048 + 2048 + 2048 * 512 + 512) + 4)

@@ -197,7 +197,10 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
     };
     for (size_t s = 0; s < expr.steps.size(); ++s) {
       const Step& st = expr.steps[s];
-      const StreamId e = st.kind == Step::kAct ? kScalar : kVector;
+      // ScalarE has no memset: an activation of a constant folds on the host and VectorE
+      // materialises it.
+      const bool on_scalar = st.kind == Step::kAct && st.a.kind != Arg::kImm;
+      const StreamId e = on_scalar ? kScalar : kVector;
       b.wait(e, slot_free[slot]);  // the store of two tiles ago has read this slot
       for (const Arg* a : {&st.a, &st.b, &st.c}) {
         if (a->kind == Arg::kInput) b.wait(e, transposed[a->index] ? transposes_done : loaded);

@@ -107,7 +107,10 @@ Allocation allocate(const TileProgramSpec& spec, bool hoist) {
       } else {
         const bool row = in.space == Space::kRow || in.space == Space::kScalar;
         auto& pool = row ? free_row : free_full;
-        if (!pool.empty()) {
+        // A load never takes a register the tile's compute freed: the DMA would wait for that
+        // compute and start a launch latency (~1.3 us) later, in the middle of the tile, and
+        // hold up every later load of its in-order queue. Loads get registers of their own.
+        if (!pool.empty() && in.kind != Kind::kLoad) {
           a.reg[i] = pool.back();
           pool.pop_back();
         } else {
@@ -726,11 +729,17 @@ device::Program build_tile_program(const TileProgramSpec& original, const CorePa
   const bool transposes = has_transposed_operand(spec, l);
   if (transposes) chunk = std::min<uint32_t>(chunk, 128);
   const uint32_t chunks = static_cast<uint32_t>((cols + chunk - 1) / chunk);
-  // Tiles are emitted in interleaved pairs; four slots let the next pair load meanwhile.
-  const uint32_t slots = TileEmitter::max_chunk(spec, core.sbuf.partition_bytes, 4) >= chunk &&
-                                 l.tiles.size() * chunks > 2
-                             ? 4
-                             : 2;
+  // Tiles are emitted in interleaved pairs. A load that waits for its slot to be free starts
+  // a DMA launch latency (~1.3 us) after that: small tiles need many slots in flight to hide
+  // it, so a region takes the most slots (up to 16, no more than its tiles) that fit.
+  const uint64_t tiles_total = l.tiles.size() * chunks;
+  uint32_t slots = 2;
+  for (uint32_t s = 16; s >= 4; s /= 2) {
+    if (tiles_total > s / 2 && TileEmitter::max_chunk(spec, core.sbuf.partition_bytes, s) >= chunk) {
+      slots = s;
+      break;
+    }
+  }
   ProgramBuilder b(spec.name, core);
   SyncedBuilder sb(b);
   TileEmitter em(spec, sb, core, chunk, chunks, 0, 8, slots, transposes);

@@ -68,13 +68,6 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
   const bool a_natural = A.col_stride == 1 && !(A.row_stride == 1 || M == 1);
   const bool b_natural = B.row_stride == 1 && !(B.col_stride == 1 || N == 1);
   const uint32_t stripe = static_cast<uint32_t>(std::min<int64_t>(int64_t{KT} * P, 4 * P));
-  uint64_t stage_off = 0, stage_bytes = 0;
-  Buffer stage_buf[2] = {0, 0};
-  if (a_natural || b_natural) {
-    stage_bytes = uint64_t{stripe} * std::max(esA, esB);
-    stage_off = b.alloc_sbuf(2 * stage_bytes);
-    for (auto& x : stage_buf) x = sb.buffer();
-  }
   uint64_t acc_bank[2], tr_bank[2];
   Buffer acc_buf[2], tr_buf[2];
   for (int i = 0; i < 2; ++i) {
@@ -85,8 +78,8 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
   }
   // What stays resident: all of A (then N tiles outermost), else all of B, else both stream.
   const uint64_t used = b.alloc_sbuf(0);
-  const uint64_t avail = core.sbuf.partition_bytes > used ? core.sbuf.partition_bytes - used : 0;
   const uint64_t a_tile = uint64_t{KT} * MT * esA, b_tile = uint64_t{KT} * ncols * esB;
+  const uint64_t stage_bytes = a_natural || b_natural ? uint64_t{stripe} * std::max(esA, esB) : 0;
   // Batched products keep two sets of the resident operand, so the next batch's loads and
   // transposes overlap this batch's matmuls.
   int64_t batches = 1;
@@ -94,21 +87,52 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
   uint32_t sets = 1;
   enum class Plan { kAResident, kBResident, kStream } plan;
   const uint32_t want = batches > 1 ? 2 : 1;
-  if (want * uint64_t{m_tiles} * a_tile + 2 * b_tile <= avail) {
-    plan = Plan::kAResident;
-    sets = want;
-  } else if (uint64_t{m_tiles} * a_tile + 2 * b_tile <= avail) {
-    plan = Plan::kAResident;
-  } else if (want * uint64_t{n_tiles} * b_tile + 2 * a_tile <= avail) {
-    plan = Plan::kBResident;
-    sets = want;
-  } else if (uint64_t{n_tiles} * b_tile + 2 * a_tile <= avail) {
-    plan = Plan::kBResident;
-  } else if (2 * a_tile + 2 * b_tile <= avail) {
-    plan = Plan::kStream;
-  } else {
+  auto plan_for = [&](uint64_t avail, Plan* p, uint32_t* st) {
+    *st = 1;
+    if (want * uint64_t{m_tiles} * a_tile + 2 * b_tile <= avail) {
+      *p = Plan::kAResident;
+      *st = want;
+    } else if (uint64_t{m_tiles} * a_tile + 2 * b_tile <= avail) {
+      *p = Plan::kAResident;
+    } else if (want * uint64_t{n_tiles} * b_tile + 2 * a_tile <= avail) {
+      *p = Plan::kBResident;
+      *st = want;
+    } else if (uint64_t{n_tiles} * b_tile + 2 * a_tile <= avail) {
+      *p = Plan::kBResident;
+    } else if (2 * a_tile + 2 * b_tile <= avail) {
+      *p = Plan::kStream;
+    } else {
+      return false;
+    }
+    return true;
+  };
+  auto avail_with = [&](uint32_t stages) {
+    const uint64_t u = used + stages * stage_bytes;
+    return core.sbuf.partition_bytes > u ? core.sbuf.partition_bytes - u : 0;
+  };
+  if (!plan_for(avail_with(2), &plan, &sets)) {
     throw std::length_error(
         fmt::format("{}: contraction {} too large for the SBUF tiling", spec.name, K));
+  }
+  // Row stripes staged for TensorE transposes: a stripe's load waits for the transposes of the
+  // stripe that used its buffer before, then starts a DMA launch latency (~1.3 us) later. Up
+  // to eight buffers keep the loads ahead, as long as the plan above still fits.
+  uint32_t stages = 2;
+  if (stage_bytes > 0) {
+    for (uint32_t s = 8; s > 2; s /= 2) {
+      Plan p2;
+      uint32_t sets2;
+      if (plan_for(avail_with(s), &p2, &sets2) && p2 == plan && sets2 == sets) {
+        stages = s;
+        break;
+      }
+    }
+  }
+  uint64_t stage_off = 0;
+  std::vector<Buffer> stage_buf(stages, 0);
+  if (stage_bytes > 0) {
+    stage_off = b.alloc_sbuf(stages * stage_bytes);
+    for (auto& x : stage_buf) x = sb.buffer();
   }
   const uint32_t a_slots = plan == Plan::kAResident ? sets * m_tiles : 2;
   const uint32_t b_slots = plan == Plan::kBResident ? sets * n_tiles : 2;
@@ -155,7 +179,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     }
     for (uint32_t s0 = 0; s0 < K; s0 += stripe) {
       const uint32_t sw = static_cast<uint32_t>(std::min<int64_t>(stripe, K - s0));
-      const int ss = static_cast<int>(stage_count++ % 2);
+      const int ss = static_cast<int>(stage_count++ % stages);
       sb.emit(qa,
               isa::dma_copy(isa::sbuf(A.dtype, 0, mw, stage_off + ss * stage_bytes, {{1, sw}}),
                             hbm(A, base + s0, mw, A.row_stride, 1, sw)),
@@ -185,7 +209,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
       const uint32_t rows = std::min(P, nw - r0);
       for (uint32_t s0 = 0; s0 < K; s0 += stripe) {
         const uint32_t sw = static_cast<uint32_t>(std::min<int64_t>(stripe, K - s0));
-        const int ss = static_cast<int>(stage_count++ % 2);
+        const int ss = static_cast<int>(stage_count++ % stages);
         sb.emit(qb,
                 isa::dma_copy(
                     isa::sbuf(B.dtype, 0, rows, stage_off + ss * stage_bytes, {{1, sw}}),

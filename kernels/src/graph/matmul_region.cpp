@@ -223,7 +223,6 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     }
   };
   const std::vector<int64_t>& ep_shape = spec.epilogue.shape;
-  std::vector<std::pair<TileEmitter::Tile, uint32_t>> pending;
   auto product_tile = [&](const std::vector<int64_t>& bidx, uint32_t mi, uint32_t ni,
                           uint32_t a_slot, uint32_t b_slot) {
     const int64_t m0 = int64_t{mi} * MT, n0 = int64_t{ni} * NT;
@@ -264,12 +263,10 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
       ap.dims[0] = {op.strides[nd - 1], count};
       return ap;
     };
-    // Epilogues go out in pairs, interleaved (each on its own accumulator bank and slot).
-    pending.emplace_back(std::move(t), ni);
-    if (pending.size() == 2) {
-      ep.tiles(pending);
-      pending.clear();
-    }
+    // Each epilogue is emitted as soon as its accumulator is done (on its own accumulator bank
+    // and slot): it runs under the next tile's matmuls. Paired with the next tile's epilogue
+    // it would wait for those matmuls, and a layer norm after the last one became the tail.
+    ep.tile(t, ni);
     ++tile_count;
   };
 
@@ -282,11 +279,11 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
       for (uint32_t ni = 0; ni < n_tiles; ++ni) {
         const uint32_t bs = static_cast<uint32_t>(b_stream++ % 2);
         load_b(bidx, ni, bs);
-        for (uint32_t mi = 0; mi < m_tiles; ++mi) {
-          const uint32_t as = set * m_tiles + mi;
-          if (ni == 0) load_a(bidx, mi, as);
-          product_tile(bidx, mi, ni, as, bs);
-        }
+        // Every resident A tile first: an epilogue emitted between two tiles' products must
+        // not hold up the next tile's transposes on VectorE.
+        for (uint32_t mi = 0; mi < m_tiles && ni == 0; ++mi) load_a(bidx, mi, set * m_tiles + mi);
+        for (uint32_t mi = 0; mi < m_tiles; ++mi)
+          product_tile(bidx, mi, ni, set * m_tiles + mi, bs);
       }
     } else {
       for (uint32_t mi = 0; mi < m_tiles; ++mi) {
@@ -308,7 +305,6 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     while (d > 0 && ++bidx[d - 1] == spec.batch[d - 1]) bidx[--d] = 0;
     if (d == 0) break;
   }
-  if (!pending.empty()) ep.tiles(pending);
   ep.epilogue([](int, uint32_t) -> AccessPattern {
     throw std::invalid_argument("matmul epilogues do not reduce over rows");
   });

@@ -545,10 +545,47 @@ void TileEmitter::emit_step(int i, const Tile& t) {
       const bool row_first = is_row(st.a);
       const A& tensor = row_first ? st.b : st.a;
       const A& row = row_first ? st.a : st.b;
-      Instruction x = isa::tensor_scalar(dst, ap(tensor), st.alu,
-                                         isa::per_partition(value_ap(row.index, t, false)));
-      x.reverse0 = row_first;
-      sb_.emit(kVector, x, cat(buf(tensor), buf(row)), {dbuf});
+      const AccessPattern r = value_ap(row.index, t, false);
+      // x * r, x + r and r - x are also ScalarE's copy(x * scale + bias) with a per-partition
+      // scale or bias: a normalisation's chain then runs on both engines.
+      const double n = static_cast<double>(dst.free_elements());
+      const double vec_ns =
+          std::max<double>(n, core_.vector.min_ii_cycles) / core_.vector.frequency_hz * 1e9;
+      const double act_ns =
+          std::max<double>(n, core_.scalar.min_ii_cycles) / core_.scalar.frequency_hz * 1e9;
+      const bool on_scalar = (st.alu == AluOp::kMultiply || st.alu == AluOp::kAdd ||
+                              (st.alu == AluOp::kSubtract && row_first)) &&
+                             scalar_ns_ + act_ns < vector_ns_ + vec_ns;
+      if (on_scalar) {
+        scalar_ns_ += act_ns;
+        const ScalarOperand scale = st.alu == AluOp::kMultiply
+                                        ? isa::per_partition(r)
+                                        : isa::imm(st.alu == AluOp::kSubtract ? -1.0f : 1.0f);
+        const ScalarOperand bias =
+            st.alu == AluOp::kMultiply ? isa::imm(0.0f) : isa::per_partition(r);
+        sb_.emit(kScalar, isa::activation(dst, ap(tensor), ActFunc::kCopy, scale, bias),
+                 cat(buf(tensor), buf(row)), {dbuf});
+      } else {
+        vector_ns_ += vec_ns;
+        Instruction x = isa::tensor_scalar(dst, ap(tensor), st.alu, isa::per_partition(r));
+        x.reverse0 = row_first;
+        sb_.emit(kVector, x, cat(buf(tensor), buf(row)), {dbuf});
+      }
+    } else if (full && st.alu == AluOp::kMultiply && st.a.kind == A::kStep &&
+               st.b.kind == A::kStep && st.a.index == st.b.index && !is_row(st.a) && [&] {
+                 const double n = static_cast<double>(dst.free_elements());
+                 return scalar_ns_ + std::max<double>(n, core_.scalar.min_ii_cycles) /
+                                         core_.scalar.frequency_hz * 1e9 <
+                        vector_ns_ + 2.0 * std::max<double>(n, core_.vector.min_ii_cycles) /
+                                         core_.vector.frequency_hz * 1e9;
+               }()) {
+      // x * x is ScalarE's square (a tensor_tensor pass on VectorE costs two).
+      scalar_ns_ +=
+          std::max<double>(static_cast<double>(dst.free_elements()), core_.scalar.min_ii_cycles) /
+          core_.scalar.frequency_hz * 1e9;
+      sb_.emit(kScalar,
+               isa::activation(dst, ap(st.a), ActFunc::kSquare, isa::imm(1.0f), isa::imm(0.0f)),
+               buf(st.a), {dbuf});
     } else {
       AccessPattern a = ap(st.a), b = ap(st.b);
       std::vector<SyncedBuilder::Buffer> reads = cat(buf(st.a), buf(st.b));
@@ -735,7 +772,8 @@ device::Program build_tile_program(const TileProgramSpec& original, const CorePa
   const uint64_t tiles_total = l.tiles.size() * chunks;
   uint32_t slots = 2;
   for (uint32_t s = 16; s >= 4; s /= 2) {
-    if (tiles_total > s / 2 && TileEmitter::max_chunk(spec, core.sbuf.partition_bytes, s) >= chunk) {
+    if (tiles_total > s / 2 &&
+        TileEmitter::max_chunk(spec, core.sbuf.partition_bytes, s) >= chunk) {
       slots = s;
       break;
     }

@@ -223,6 +223,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     }
   };
   const std::vector<int64_t>& ep_shape = spec.epilogue.shape;
+  std::vector<std::pair<TileEmitter::Tile, uint32_t>> pending;
   auto product_tile = [&](const std::vector<int64_t>& bidx, uint32_t mi, uint32_t ni,
                           uint32_t a_slot, uint32_t b_slot) {
     const int64_t m0 = int64_t{mi} * MT, n0 = int64_t{ni} * NT;
@@ -263,10 +264,16 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
       ap.dims[0] = {op.strides[nd - 1], count};
       return ap;
     };
-    // Each epilogue is emitted as soon as its accumulator is done (on its own accumulator bank
-    // and slot): it runs under the next tile's matmuls. Paired with the next tile's epilogue
-    // it would wait for those matmuls, and a layer norm after the last one became the tail.
-    ep.tile(t, ni);
+    // An epilogue is emitted as soon as its accumulator is done when the product has several
+    // K tiles: it then runs under the next tile's matmuls (paired with the next tile's
+    // epilogue it would wait for them, and a layer norm after the last one became the tail).
+    // Single-pass products pair up, interleaved on their own banks and slots, so two short
+    // epilogues fill each other's bubbles.
+    pending.emplace_back(std::move(t), ni);
+    if (pending.size() == 2 || KT > 1) {
+      ep.tiles(pending);
+      pending.clear();
+    }
     ++tile_count;
   };
 
@@ -305,6 +312,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     while (d > 0 && ++bidx[d - 1] == spec.batch[d - 1]) bidx[--d] = 0;
     if (d == 0) break;
   }
+  if (!pending.empty()) ep.tiles(pending);
   ep.epilogue([](int, uint32_t) -> AccessPattern {
     throw std::invalid_argument("matmul epilogues do not reduce over rows");
   });

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 from neuronsim.cli import trace_data
+from neuronsim.cli.errors import CLIError
 from neuronsim.cli.main import main
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -442,6 +443,18 @@ def test_bad_input_is_one_line(out, index, expected):
     assert len(lines) == 1 and lines[0].startswith("neuronsim: error: "), case["stderr"]
     assert expected in lines[0]
     assert "Traceback" not in case["stderr"]
+
+
+def test_a_trace_cut_anywhere_says_it_ends_early(tmp_path):
+    # Wherever a truncation lands (inside a number, a literal, a string, between tokens), the
+    # message is the truncation one, not a syntax error at some column.
+    text = '{"traceEvents":[{"ph":"X","name":"k","ts":12.5,"dur":-3e2,"args":{"a":true,"b":null}}]}'
+    f = tmp_path / "cut.json"
+    for n in range(1, len(text)):
+        f.write_text(text[:n])
+        with pytest.raises(CLIError, match="the file ends early") as e:
+            trace_data.summarize(trace_data.load(str(f)))
+        assert str(f) in str(e.value), n
 
 
 def test_console_script_error_process(out):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass
 
 from neuronsim import _C
@@ -42,15 +43,23 @@ def _read_text(path: str) -> str:
     return text
 
 
+# The tail of a number or literal a truncation cut through ("12.", "-", "1e", "tru", "nul").
+_PARTIAL_TOKEN = re.compile(r"[-+0-9.eE]{1,32}|t(r(u)?)?|f(a(l(s)?)?)?|n(u(l)?)?")
+
+
 def _syntax_error(text: str, path: str) -> CLIError:
     """What is wrong with text the C++ JSON parser refused, in Python's words."""
     try:
         json.loads(text)
     except json.JSONDecodeError as e:
-        # Cut short: the error is at the very end, or a string runs from the last line to the end.
-        last_line = text.rstrip().count("\n") + 1
-        if e.pos >= len(text.rstrip()) or (
-            e.msg.startswith("Unterminated string") and e.lineno == last_line
+        # Cut short: the error is at the very end, inside a number or literal cut at the end
+        # ("1." or "tru"), or a string runs from the last line to the end.
+        body = text.rstrip()
+        last_line = body.count("\n") + 1
+        if (
+            e.pos >= len(body)
+            or _PARTIAL_TOKEN.fullmatch(body[e.pos :])
+            or (e.msg.startswith("Unterminated string") and e.lineno == last_line)
         ):
             return CLIError(f"{path}: not valid JSON: the file ends early - was it truncated?")
         return CLIError(f"{path}: not valid JSON ({e.msg} at line {e.lineno} column {e.colno})")

@@ -32,7 +32,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>&
             static_cast<uint64_t>(nbytes(view))};
   p.type = c10d::OpType::ALLREDUCE;
   p.outputs = tensors;
-  p.payload = bytes_of(view);
+  p.payload = bytes_at(view);
   const c10d::ReduceOp op = opts.reduceOp;
   p.from_slots = [view, op](const Gathered& g) {
     reduce_ranks(g.stacked(view.scalar_type(), view.numel()), op, view);
@@ -64,10 +64,10 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::broadcast(std::vector<at::Tensor>&
             static_cast<uint64_t>(nbytes(view))};
   p.type = c10d::OpType::BROADCAST;
   p.outputs = tensors;
-  p.payload = bytes_of(view);
   const bool is_root = rank_ == root;
+  if (is_root) p.payload = bytes_at(view);  // the others send their header only
   p.from_slots = [view, root, is_root](const Gathered& g) {
-    if (!is_root) view.view({-1}).copy_(g.of(root, view.scalar_type(), view.numel()));
+    if (!is_root) std::memcpy(view.data_ptr(), g.data(root), nbytes(view));
   };
   auto gloo = gloo_;
   p.through_gloo = [gloo, view, opts]() {
@@ -93,7 +93,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce(std::vector<at::Tensor>& te
             static_cast<uint64_t>(nbytes(view))};
   p.type = c10d::OpType::REDUCE;
   p.outputs = tensors;
-  p.payload = bytes_of(view);
+  const Bytes data = bytes_at(view);
+  p.part = [data, root](int peer) { return peer == root ? data : Bytes{}; };
   const c10d::ReduceOp op = opts.reduceOp;
   const bool is_root = rank_ == root;
   p.from_slots = [view, op, is_root](const Gathered& g) {
@@ -131,9 +132,11 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_allgather_base(at::Tensor& output
             static_cast<uint64_t>(nbytes(out))};
   p.type = c10d::OpType::_ALLGATHER_BASE;
   p.outputs = {output};
-  p.payload = bytes_of(in);
+  p.payload = bytes_at(in);
   p.from_slots = [in, out](const Gathered& g) {
-    out.view({g.layout.ranks, -1}).copy_(g.stacked(in.scalar_type(), in.numel()));
+    const int64_t chunk = nbytes(in);
+    auto* dst = static_cast<uint8_t*>(out.data_ptr());
+    for (int64_t r = 0; r < g.layout.ranks; ++r) std::memcpy(dst + r * chunk, g.data(r), chunk);
   };
   auto gloo = gloo_;
   p.through_gloo = [gloo, in, out, opts]() {
@@ -166,10 +169,10 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allgather(
             static_cast<uint64_t>(nbytes(in) * size_)};
   p.type = c10d::OpType::ALLGATHER;
   p.outputs = outputs[0];
-  p.payload = bytes_of(in);
+  p.payload = bytes_at(in);
   p.from_slots = [in, outs](const Gathered& g) {
     for (size_t r = 0; r < outs.size(); ++r) {
-      outs[r].view({-1}).copy_(g.of(static_cast<int64_t>(r), in.scalar_type(), in.numel()));
+      std::memcpy(outs[r].data_ptr(), g.data(static_cast<int64_t>(r)), nbytes(in));
     }
   };
   auto gloo = gloo_;
@@ -203,14 +206,16 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allgather_into_tensor_coalesced(
   p.call.model_bytes = static_cast<uint64_t>(total_bytes(outs));
   p.type = c10d::OpType::COALESCED;
   p.outputs = outputs;
-  p.payload = concat_bytes(ins);
+  p.payload = ins.size() == 1 ? bytes_at(ins[0]) : bytes_owned(concat_bytes(ins));
   p.from_slots = [ins, outs](const Gathered& g) {
     int64_t offset = 0;
     for (size_t i = 0; i < ins.size(); ++i) {
-      outs[i]
-          .view({g.layout.ranks, -1})
-          .copy_(g.stacked(ins[i].scalar_type(), ins[i].numel(), offset));
-      offset += nbytes(ins[i]);
+      const int64_t chunk = nbytes(ins[i]);
+      auto* dst = static_cast<uint8_t*>(outs[i].data_ptr());
+      for (int64_t r = 0; r < g.layout.ranks; ++r) {
+        std::memcpy(dst + r * chunk, g.data(r) + offset, chunk);
+      }
+      offset += chunk;
     }
   };
   auto gloo = gloo_;
@@ -243,10 +248,11 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::gather(std::vector<std::vector<at:
             static_cast<uint64_t>(nbytes(in) * size_)};
   p.type = c10d::OpType::GATHER;
   if (rank_ == root) p.outputs = outputs[0];
-  p.payload = bytes_of(in);
+  const Bytes data = bytes_at(in);
+  p.part = [data, root](int peer) { return peer == root ? data : Bytes{}; };
   p.from_slots = [in, outs](const Gathered& g) {
     for (size_t r = 0; r < outs.size(); ++r) {
-      outs[r].view({-1}).copy_(g.of(static_cast<int64_t>(r), in.scalar_type(), in.numel()));
+      std::memcpy(outs[r].data_ptr(), g.data(static_cast<int64_t>(r)), nbytes(in));
     }
   };
   auto gloo = gloo_;
@@ -283,11 +289,11 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::scatter(std::vector<at::Tensor>& o
   p.type = c10d::OpType::SCATTER;
   p.outputs = outputs;
   // The root sends each rank its chunk; the others send nothing.
-  std::vector<at::Tensor> parts;
-  for (const auto& i : ins) parts.push_back(bytes_of(i));
-  p.part = [parts](int peer) { return parts.empty() ? at::Tensor() : parts[peer]; };
+  std::vector<Bytes> parts;
+  for (const auto& i : ins) parts.push_back(bytes_at(i));
+  p.part = [parts](int peer) { return parts.empty() ? Bytes{} : parts[peer]; };
   p.from_slots = [out, root](const Gathered& g) {
-    out.view({-1}).copy_(g.of(root, out.scalar_type(), out.numel()));
+    std::memcpy(out.data_ptr(), g.data(root), nbytes(out));
   };
   auto gloo = gloo_;
   const bool is_root = rank_ == root;
@@ -320,9 +326,11 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_reduce_scatter_base(
   p.type = c10d::OpType::_REDUCE_SCATTER_BASE;
   p.outputs = {output};
   // Each peer gets the chunk it reduces.
-  const at::Tensor in_bytes = bytes_of(in);
+  const Bytes in_bytes = bytes_at(in);
   const int64_t chunk = nbytes(out);
-  p.part = [in_bytes, chunk](int peer) { return in_bytes.narrow(0, peer * chunk, chunk); };
+  p.part = [in_bytes, chunk](int peer) {
+    return Bytes{in_bytes.data + peer * chunk, chunk, at::Tensor()};
+  };
   const c10d::ReduceOp op = opts.reduceOp;
   p.from_slots = [out, op](const Gathered& g) {
     reduce_ranks(g.stacked(out.scalar_type(), out.numel()), op, out);
@@ -363,8 +371,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce_scatter(
             static_cast<uint64_t>(nbytes(out) * size_)};
   p.type = c10d::OpType::REDUCE_SCATTER;
   p.outputs = outputs;
-  std::vector<at::Tensor> parts;
-  for (const auto& i : ins) parts.push_back(bytes_of(i));
+  std::vector<Bytes> parts;
+  for (const auto& i : ins) parts.push_back(bytes_at(i));
   p.part = [parts](int peer) { return parts[peer]; };
   const c10d::ReduceOp op = opts.reduceOp;
   p.from_slots = [out, op](const Gathered& g) {
@@ -415,7 +423,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce_scatter_tensor_coalesced(
     for (size_t i = 0; i < in_bytes.size(); ++i) {
       chunks.push_back(in_bytes[i].narrow(0, peer * nbytes(outs[i]), nbytes(outs[i])));
     }
-    return at::cat(chunks);
+    return bytes_owned(at::cat(chunks));
   };
   const c10d::ReduceOp op = opts.reduceOp;
   p.from_slots = [outs, op](const Gathered& g) {
@@ -478,24 +486,31 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall_base(
   p.type = c10d::OpType::ALLTOALL_BASE;
   p.outputs = {output};
   // Each peer gets the rows meant for it.
-  const at::Tensor in_bytes = bytes_of(in);
+  const Bytes in_bytes = bytes_at(in);
   std::vector<int64_t> starts(size_ + 1, 0);
   for (int r = 0; r < size_; ++r) starts[r + 1] = starts[r] + p.call.send_splits[r];
   p.part = [in_bytes, starts](int peer) {
-    return in_bytes.narrow(0, starts[peer], starts[peer + 1] - starts[peer]);
+    return Bytes{in_bytes.data + starts[peer], starts[peer + 1] - starts[peer], at::Tensor()};
   };
+  // This rank's own rows go from its input to its output directly, unless they overlap (an
+  // in-place all_to_all: earlier ranks' rows could overwrite them before they are read).
+  const auto* out_start = static_cast<const uint8_t*>(out.const_data_ptr());
+  p.own_part_direct =
+      in_bytes.data + in_bytes.size <= out_start || out_start + nbytes(out) <= in_bytes.data;
+  const bool direct = p.own_part_direct;
   const int64_t me = rank_;
   const int64_t n = size_;
-  p.from_slots = [out, me, n](const Gathered& g) {
-    // Rank s sent me its rows for me; how many bytes is in its split sizes.
-    const at::Tensor dst = out.view({-1}).view(at::kByte);
-    int64_t at_out = 0;
+  const int64_t own_start = starts[me];
+  p.from_slots = [in_bytes, out, me, n, own_start, direct](const Gathered& g) {
+    // Rank s sent me its rows for me; how many bytes is in its split sizes (checked equal to
+    // what this rank expects).
+    auto* dst = static_cast<uint8_t*>(out.data_ptr());
     for (int64_t s = 0; s < n; ++s) {
       const auto* splits = reinterpret_cast<const int64_t*>(
-          g.all.data_ptr<uint8_t>() + s * g.layout.slot_bytes() + g.layout.splits_offset());
+          g.all.const_data_ptr<uint8_t>() + s * g.layout.slot_bytes() + g.layout.splits_offset());
       const int64_t len = splits[me];
-      dst.narrow(0, at_out, len).copy_(g.of(s, at::kByte, len));
-      at_out += len;
+      if (len > 0) std::memcpy(dst, s == me && direct ? in_bytes.data + own_start : g.data(s), len);
+      dst += len;
     }
   };
   auto gloo = gloo_;

@@ -7,16 +7,34 @@
 
 namespace neuronsim::backend::distributed {
 
+const uint8_t* Gathered::data(int64_t rank) const {
+  return all.const_data_ptr<uint8_t>() + rank * layout.slot_bytes() + layout.payload_offset();
+}
+
+// Views over the slots are made with from_blob rather than view ops: no dispatcher round trip
+// (and no op observer) for each, which the small collectives' host time notices.
 at::Tensor Gathered::stacked(at::ScalarType dtype, int64_t numel, int64_t byte_offset) const {
-  const int64_t bytes = numel * static_cast<int64_t>(c10::elementSize(dtype));
-  return all.view({layout.ranks, layout.slot_bytes()})
-      .narrow(1, layout.payload_offset() + byte_offset, bytes)
-      .view(dtype);
+  const int64_t es = static_cast<int64_t>(c10::elementSize(dtype));
+  TORCH_INTERNAL_ASSERT(layout.slot_bytes() % es == 0 && byte_offset % es == 0);
+  return at::from_blob(const_cast<uint8_t*>(data(0)) + byte_offset, {layout.ranks, numel},
+                       {layout.slot_bytes() / es, 1}, at::TensorOptions().dtype(dtype));
 }
 
 at::Tensor Gathered::of(int64_t rank, at::ScalarType dtype, int64_t numel,
                         int64_t byte_offset) const {
-  return stacked(dtype, numel, byte_offset).select(0, rank);
+  return at::from_blob(const_cast<uint8_t*>(data(rank)) + byte_offset, {numel},
+                       at::TensorOptions().dtype(dtype));
+}
+
+Bytes bytes_at(const at::Tensor& cpu) {
+  TORCH_INTERNAL_ASSERT(cpu.is_contiguous());
+  return Bytes{static_cast<const uint8_t*>(cpu.const_data_ptr()), nbytes(cpu), at::Tensor()};
+}
+
+Bytes bytes_owned(at::Tensor cpu) {
+  Bytes b = bytes_at(cpu);
+  b.keep = std::move(cpu);
+  return b;
 }
 
 namespace {
@@ -32,7 +50,7 @@ double premul_factor(const c10d::ReduceOp& op) {
 
 void reduce_ranks(const at::Tensor& stacked, const c10d::ReduceOp& op, at::Tensor out) {
   const int64_t n = stacked.size(0);
-  at::Tensor flat = out.view({-1});
+  at::Tensor flat = at::from_blob(out.data_ptr(), {out.numel()}, out.options());
   switch (op.op_) {
     case c10d::ReduceOp::SUM:
     case c10d::ReduceOp::AVG:

@@ -10,10 +10,25 @@
 
 namespace neuronsim::backend::distributed {
 
+/// Bytes a rank sends: a pointer into a tensor's CPU view (held by `keep` when the bytes were
+/// assembled for the occasion), or none (`size` < 0).
+struct Bytes {
+  const uint8_t* data = nullptr;
+  int64_t size = -1;
+  at::Tensor keep;
+  bool defined() const { return size >= 0; }
+};
+/// A contiguous CPU tensor's bytes (no copy; the caller keeps the tensor alive).
+Bytes bytes_at(const at::Tensor& cpu);
+/// Owned bytes (a copy when assembled from several tensors).
+Bytes bytes_owned(at::Tensor cpu);
+
 /// The exchanged slots of every rank ([ranks * slot_bytes] bytes) and their layout.
 struct Gathered {
   at::Tensor all;
   SlotLayout layout;
+  /// Where rank r's data starts in its slot.
+  const uint8_t* data(int64_t rank) const;
   /// Every rank's data from `byte_offset` on as [ranks, numel] elements of `dtype` (a view).
   at::Tensor stacked(at::ScalarType dtype, int64_t numel, int64_t byte_offset = 0) const;
   /// Rank r's data from `byte_offset` on as `numel` elements of `dtype` (a view).

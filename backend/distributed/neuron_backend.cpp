@@ -89,6 +89,24 @@ int NeuronBackend::check_root(int64_t root, const char* collective) const {
   return static_cast<int>(root);
 }
 
+void NeuronBackend::post_header_recvs() {
+  if (!header_recvs_.empty()) return;
+  const int64_t slot_bytes = layout_.slot_bytes();
+  if (!gathered_.defined()) gathered_ = at::empty({size_ * slot_bytes}, at::kByte);
+  header_recvs_.resize(size_);
+  try {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      std::vector<at::Tensor> in{
+          at::from_blob(gathered_.data_ptr<uint8_t>() + r * slot_bytes, {slot_bytes}, at::kByte)};
+      header_recvs_[r] = gloo_->recv(in, r, kHeaderTag);
+    }
+  } catch (...) {
+    header_recvs_.clear();
+    throw;
+  }
+}
+
 void NeuronBackend::check_tag(int tag, const char* collective) const {
   TORCH_CHECK(tag != kHeaderTag, "neuron backend: ", collective, " with tag ", tag,
               ", which the backend reserves for its collectives' headers");
@@ -111,27 +129,29 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   });
 
   // 1. Every rank says what it is about to do and when it got there (and small data): it sends
-  // its slot to every other rank and receives theirs into full-size slots. Gloo accepts a
-  // message shorter than the receiving buffer, so only what is used travels, and ranks that
-  // disagree about sizes still get each other's headers (and fail with a clear error below)
-  // instead of corrupting a Gloo collective.
+  // its slot to every other rank, whose receives of full-size slots were posted at the end of
+  // the previous collective. Gloo accepts a message shorter than the receiving buffer, so only
+  // what is used travels, and ranks that disagree about sizes still get each other's headers
+  // (and fail with a clear error below) instead of corrupting a Gloo collective.
   // Data goes to every peer alike (`payload`), or each peer gets its own part (`part`:
   // all_to_all, reduce_scatter, scatter), so small collectives move no more than Gloo's would.
-  auto part_of = [&](int peer) { return plan.part ? plan.part(peer) : plan.payload; };
-  int64_t largest = 0;
-  for (int r = 0; r < size_; ++r) {
-    const at::Tensor part = part_of(r);
-    if (part.defined()) largest = std::max(largest, part.numel());
+  std::vector<Bytes> parts;
+  if (plan.part) {
+    parts.reserve(size_);
+    for (int r = 0; r < size_; ++r) parts.push_back(plan.part(r));
   }
+  auto part_of = [&](int peer) -> const Bytes& { return plan.part ? parts[peer] : plan.payload; };
+  int64_t largest = 0;
+  for (int r = 0; r < size_; ++r) largest = std::max(largest, part_of(r).size);
   const bool fits = largest <= layout_.inline_bytes;
   const Header mine =
       make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps), fits ? largest : -1);
   // The exchange buffers are reused: the exchange completes before run() returns and the
-  // received slots are read only here.
+  // received slots are read before the next headers' receives are posted into them.
   const int64_t slot_bytes = layout_.slot_bytes(), head = layout_.payload_offset();
   if (!gathered_.defined()) gathered_ = at::empty({size_ * slot_bytes}, at::kByte);
   Gathered g{gathered_, layout_};
-  uint8_t* s = g.all.data_ptr<uint8_t>() + rank_ * slot_bytes;
+  uint8_t* s = gathered_.data_ptr<uint8_t>() + rank_ * slot_bytes;
   std::memset(s, 0, head);
   std::memcpy(s, &mine, sizeof(Header));
   auto* splits = reinterpret_cast<int64_t*>(s + layout_.splits_offset());
@@ -140,35 +160,35 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     splits[size_ + i] = plan.call.recv_splits[i];
   }
   auto copy_part = [&](uint8_t* slot, int peer) -> int64_t {
-    const at::Tensor part = part_of(peer);
-    if (!fits || !part.defined() || part.numel() == 0) return 0;
-    std::memcpy(slot + head, part.data_ptr(), part.numel());
-    return part.numel();
+    const Bytes& part = part_of(peer);
+    if (!fits || part.size <= 0) return 0;
+    std::memcpy(slot + head, part.data, part.size);
+    return part.size;
   };
-  const int64_t own = copy_part(s, rank_);
+  const int64_t own = plan.part && plan.own_part_direct ? 0 : copy_part(s, rank_);
   if (plan.part && fits && !outbox_.defined()) outbox_ = at::empty({size_ * slot_bytes}, at::kByte);
   try {
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    post_header_recvs();
+    std::vector<c10::intrusive_ptr<c10d::Work>> sends;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
-      std::vector<at::Tensor> in{g.all.narrow(0, r * slot_bytes, slot_bytes)};
-      works.push_back(gloo_->recv(in, r, kHeaderTag));
-    }
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      at::Tensor out;
+      uint8_t* from = s;
+      int64_t length = head + own;
       if (plan.part && fits) {
-        uint8_t* o = outbox_.data_ptr<uint8_t>() + r * slot_bytes;
-        std::memcpy(o, s, head);
-        out = outbox_.narrow(0, r * slot_bytes, head + copy_part(o, r));
-      } else {
-        out = g.all.narrow(0, rank_ * slot_bytes, head + own);
+        from = outbox_.data_ptr<uint8_t>() + r * slot_bytes;
+        std::memcpy(from, s, head);
+        length = head + copy_part(from, r);
       }
-      std::vector<at::Tensor> v{out};
-      works.push_back(gloo_->send(v, r, kHeaderTag));
+      std::vector<at::Tensor> v{at::from_blob(from, {length}, at::kByte)};
+      sends.push_back(gloo_->send(v, r, kHeaderTag));
     }
-    for (auto& w : works) w->wait();
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_) header_recvs_[r]->wait();
+    }
+    header_recvs_.clear();
+    for (auto& w : sends) w->wait();
   } catch (...) {
+    header_recvs_.clear();  // the group is broken; a later collective posts afresh
     std::rethrow_exception(backend_error(
         fmt::format("neuron backend: {} failed on {}: the ranks could not exchange the "
                     "collective's description ({}). Another rank probably exited, hung or timed "
@@ -181,7 +201,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   std::vector<std::vector<int64_t>> send(size_), recv(size_);
   std::vector<sim::SimTime> arrivals(size_);
   bool all_fit = true;
-  const uint8_t* a = g.all.data_ptr<uint8_t>();
+  const uint8_t* a = gathered_.const_data_ptr<uint8_t>();
   for (int r = 0; r < size_; ++r) {
     const uint8_t* slot_r = a + r * layout_.slot_bytes();
     std::memcpy(&headers[r], slot_r, sizeof(Header));
@@ -210,11 +230,23 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     }
     desc.bytes = static_cast<uint64_t>(busiest);
     // A process standing for k ranks sends each of them what its peer process gets / k: every
-    // modelled rank keeps the process's input size, as in an N x k rank job.
+    // modelled rank keeps the process's input size, as in an N x k rank job. Even splits need
+    // no matrix (the model's even all-to-all moves the same bytes, and its cost is cached).
     const size_t n = static_cast<size_t>(size_) * k;
-    desc.matrix.resize(n * n);
-    for (size_t i = 0; i < n; ++i) {
-      for (size_t j = 0; j < n; ++j) desc.matrix[i * n + j] = send[i / k][j / k] / k;
+    const double even = static_cast<double>(desc.bytes) / static_cast<double>(n);
+    bool uneven = false;
+    for (size_t p = 0; p < send.size() && !uneven; ++p) {
+      for (size_t q = 0; q < send.size() && !uneven; ++q) {
+        // Pairs of modelled ranks the schedule uses: different ranks (of one process if k > 1).
+        if (p == q && k == 1) continue;
+        uneven = static_cast<double>(send[p][q] / k) != even;
+      }
+    }
+    if (uneven) {
+      desc.matrix.resize(n * n);
+      for (size_t i = 0; i < n; ++i) {
+        for (size_t j = 0; j < n; ++j) desc.matrix[i * n + j] = send[i / k][j / k] / k;
+      }
     }
   }
   const runtime::CollectiveRecord placed = with_runtime([&](runtime::Runtime& r) {
@@ -234,9 +266,11 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   std::vector<at::Tensor> outputs = plan.outputs;
   if (all_fit) {
     if (plan.from_slots) plan.from_slots(g);
+    post_header_recvs();  // the slots are read: the next headers may land in them
     ScopedEventTime at_end(placed.end);
     future->markCompleted(c10::IValue(outputs));
   } else {
+    post_header_recvs();  // only the headers were read
     c10::intrusive_ptr<c10d::Work> work;
     try {
       work = plan.through_gloo();

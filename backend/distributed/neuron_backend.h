@@ -86,14 +86,20 @@ class NeuronBackend final : public c10d::Backend {
   struct Plan {
     Call call;
     c10d::OpType type = c10d::OpType::UNKNOWN;
-    std::vector<at::Tensor> outputs;      // the Work's result
-    at::Tensor payload;                   // this rank's data (CPU bytes), undefined if none
-    std::function<at::Tensor(int)> part;  // or what each peer gets (CPU bytes)
+    std::vector<at::Tensor> outputs;  // the Work's result
+    Bytes payload;                    // this rank's data, the same for every peer (or none)
+    std::function<Bytes(int)> part;   // or what each peer gets (this rank's own part included)
+    /// Part mode: from_slots reads this rank's own part from its input, not from its slot.
+    bool own_part_direct = false;
     std::function<void(const Gathered&)> from_slots;               // small: fills outputs
     std::function<c10::intrusive_ptr<c10d::Work>()> through_gloo;  // large: issues Gloo's op
     std::function<void()> after_gloo;                              // AVG, PREMUL_SUM
   };
   c10::intrusive_ptr<c10d::Work> run(Plan& plan);
+  /// Posts the receives of the next collective's headers (one per peer, into `gathered_`) unless
+  /// they are posted: posted early, a peer's header travels as soon as it is sent (Gloo sends a
+  /// message only to a posted receive) and the exchange costs one message per peer, no round trip.
+  void post_header_recvs();
 
   /// A CPU view of a neuron tensor of this rank, after checking device, layout and contiguity.
   at::Tensor view_of(const at::Tensor& t, const char* collective) const;
@@ -111,6 +117,8 @@ class NeuronBackend final : public c10d::Backend {
   uint64_t sequence_ = 0;
   at::Tensor gathered_;  // every rank's slot (this rank's included), reused by run()
   at::Tensor outbox_;    // this rank's slot for each peer, when peers get different parts
+  /// The posted receives of the next headers, by peer (empty when not posted).
+  std::vector<c10::intrusive_ptr<c10d::Work>> header_recvs_;
   /// The Gloo point-to-point tag of the header exchange (user sends and receives may not use it).
   static constexpr int kHeaderTag = 0x7ffffff0;
   std::mutex mutex_;  // one collective is described, exchanged and placed at a time

@@ -1,6 +1,7 @@
 // send and recv of the neuron backend: a header message (what is sent, the sender's arrival,
-// small data) then, for large data, the data itself, on the same Gloo tag. Gloo completes
-// point-to-point transfers only when waited on, so the timing is placed in wait().
+// and small data, as long as they are) then, for large data, the data itself, on the same Gloo
+// tag. Gloo completes point-to-point transfers only when waited on, so the timing is placed in
+// wait().
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
@@ -56,12 +57,14 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::send(std::vector<at::Tensor>& tens
       return r.collectives().place_p2p(core_, rec, arrival, cost.duration, r.device().trace_sink());
     });
   }
+  // The header and small data in one message, as long as they are: the receiver posts a
+  // full slot and Gloo accepts a shorter message.
   const Header h = make_header(call, 0, static_cast<int64_t>(arrival.ps), fits ? bytes : -1);
-  at::Tensor slot = at::zeros({layout_.slot_bytes()}, at::kByte);
+  const int64_t head = layout_.payload_offset();
+  at::Tensor slot = at::empty({head + (fits ? bytes : 0)}, at::kByte);
+  std::memset(slot.data_ptr(), 0, head);
   std::memcpy(slot.data_ptr(), &h, sizeof(Header));
-  if (fits && bytes > 0) {
-    std::memcpy(slot.data_ptr<uint8_t>() + layout_.payload_offset(), view.data_ptr(), bytes);
-  }
+  if (fits && bytes > 0) std::memcpy(slot.data_ptr<uint8_t>() + head, view.data_ptr(), bytes);
   std::vector<at::Tensor> sv{slot};
   auto header_work = gloo_->send(sv, dst_rank, tag);
   c10::intrusive_ptr<c10d::Work> data_work;

@@ -205,6 +205,41 @@ drop = torch.nn.functional.dropout(
 )
 assert set(drop.full_tensor().unique().cpu().tolist()) <= {0.0, 2.0}
 checks += 3
+
+# A user-passed generator drives DTensor random ops as on CUDA, here on a 2-rank mesh (the 2 x 2
+# mesh's tp groups): each shard draws the generator's Philox stream at DTensor's offset for it
+# (shard index x local numel, rounded up to 4), the generator ends at offset + numel and the
+# device's default generator is untouched.
+tp2 = mesh2["tp"]
+tp_rank = tp2.get_local_rank()
+g = torch.Generator(device=dev)
+g.manual_seed(1234)
+default_state = torch.neuron.get_rng_state()
+w = distribute_tensor(torch.empty(6, 5, device=dev), tp2, [Shard(0)])
+torch.nn.init.normal_(w, generator=g)
+assert g.get_offset() == 32 and g.initial_seed() == 1234, g.get_offset()
+assert torch.equal(torch.neuron.get_rng_state(), default_state), "default generator moved"
+
+
+def philox_draw(shape, offset, draw):
+    h = torch.Generator(device=dev)
+    raw = (1234).to_bytes(8, "little") + offset.to_bytes(8, "little")
+    h.set_state(torch.frombuffer(bytearray(raw), dtype=torch.uint8))
+    return draw(torch.empty(shape, device=dev), h).cpu()
+
+
+local = w.to_local().cpu()
+want = philox_draw((3, 5), (tp_rank * 15 + 3) // 4 * 4, lambda t, h: t.normal_(generator=h))
+assert torch.equal(local, want), f"rank {rank}: normal_ shard off the generator's stream"
+u = distribute_tensor(torch.empty(4, 4, device=dev), tp2, [Replicate()])
+u.uniform_(generator=g)
+want = philox_draw((4, 4), 32, lambda t, h: t.uniform_(generator=h))
+assert torch.equal(u.to_local().cpu(), want) and g.get_offset() == 48
+g.manual_seed(1234)
+again = distribute_tensor(torch.empty(6, 5, device=dev), tp2, [Shard(0)])
+torch.nn.init.normal_(again, generator=g)
+assert torch.equal(again.to_local().cpu(), local), "a reseeded generator draws differently"
+checks += 3
 say(
     f"rank {rank}: tp ok ({checks} checks; fsdp+tp param diff max {diffs.max():.1e} "
     f"mean {diffs.mean():.1e})"

@@ -35,9 +35,11 @@ const std::unordered_map<std::string, NativeOp>& native_ops() {
   return ops;
 }
 
-// In-place overloads share their functional op's entry.
+// In-place overloads share their functional op's entry (dunder names such as __lshift__ keep
+// theirs: __ilshift__ is the in-place one).
 std::string base_name(std::string name) {
-  if (name.size() > 1 && name.back() == '_') name.pop_back();
+  const bool dunder = name.size() > 2 && name.compare(name.size() - 2, 2, "__") == 0;
+  if (name.size() > 1 && name.back() == '_' && !dunder) name.pop_back();
   return name;
 }
 

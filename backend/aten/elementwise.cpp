@@ -71,6 +71,13 @@ void reg(NativeOpTable& ops, const std::string& name, ExprFn fn, SupportCheck su
                    const at::Tensor& out = inv.outputs.at(0);
                    // Known before the expression is built: integer ops build different steps.
                    e.integer = integer_tensors(inv) && c10::isIntegralType(out.scalar_type(), true);
+                   if (out.is_complex()) {
+                     // Only zero fills reach here with complex data (native_boxed): the real
+                     // view is filled with zeros.
+                     e.alu(AluOp::kBypass, Arg::constant(0), Arg::constant(0));
+                     return std::vector<device::Program>{kernels::build_elementwise(
+                         name, {}, inv.describe(at::view_as_real(out)), e, inv.core())};
+                   }
                    fn(operands, e);
                    e.integer =
                        operands.integer_inputs && c10::isIntegralType(out.scalar_type(), true);
@@ -467,9 +474,17 @@ NativeOpTable elementwise_ops() {
   reg(ops, "aten::fill", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kBypass, o.get("value"), Arg::constant(0));
   });
-  reg(ops, "aten::zero", [](Operands&, kernels::Expr& e) {
-    return e.alu(AluOp::kBypass, Arg::constant(0), Arg::constant(0));
-  });
+  // A complex tensor is zeroed as its real view (two floats per element).
+  ops.push_back({"aten::zero", [](const OpInvocation& inv) {
+                   const at::Tensor out = inv.outputs.at(0);
+                   kernels::Expr e;
+                   e.alu(AluOp::kBypass, Arg::constant(0), Arg::constant(0));
+                   e.integer = c10::isIntegralType(out.scalar_type(), true);
+                   return std::vector<device::Program>{kernels::build_elementwise(
+                       "aten::zero", {},
+                       inv.describe(out.is_complex() ? at::view_as_real(out) : out), e,
+                       inv.core())};
+                 }});
   ops.push_back({"aten::arange", [](const OpInvocation& inv) {
                    return std::vector<device::Program>{kernels::build_arange(
                        inv.name, inv.describe(inv.outputs.at(0)), inv.scalar("start", 0),

@@ -102,8 +102,9 @@ def test_opinfo_samples_native_and_match_cpu(op, dtype):
         torch.testing.assert_close(_cpu(got), _cpu(expected), equal_nan=True)
         ran += 1
         fallback = _base_names(neuronsim.get_fallback_ops()) & FAMILY
+        kw = s.kwargs
         unique_flags = op.name == "unique" and (
-            s.kwargs.get("return_inverse") or s.kwargs.get("return_counts") or s.kwargs.get("dim") is not None
+            kw.get("return_inverse") or kw.get("return_counts") or kw.get("dim") is not None
         )
         if dtype in LIMITS.get(op.name, ()) or unique_flags:
             continue

@@ -42,12 +42,24 @@ class Operands {
   std::string str(const std::string& name) const {
     return has(name) && inv_.arg(name).isString() ? inv_.arg(name).toStringRef() : std::string();
   }
+  /// The element width in bits of the output (shifts clamp their amount to it, as the CPU does).
+  int out_bits() const { return static_cast<int>(inv_.outputs.at(0).element_size()) * 8; }
   std::vector<kernels::TensorDesc> inputs;
   bool integer_inputs = true;
 
  private:
   const OpInvocation& inv_;
 };
+
+// Every device tensor argument holds integers (or bools).
+bool integer_tensors(const OpInvocation& inv) {
+  for (const c10::IValue& v : inv.args) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_privateuseone() &&
+        !c10::isIntegralType(v.toTensor().scalar_type(), true))
+      return false;
+  }
+  return true;
+}
 
 using ExprFn = std::function<Arg(Operands&, kernels::Expr&)>;
 
@@ -56,14 +68,81 @@ void reg(NativeOpTable& ops, const std::string& name, ExprFn fn, SupportCheck su
                  [fn, name](const OpInvocation& inv) {
                    Operands operands(inv);
                    kernels::Expr e;
-                   fn(operands, e);
                    const at::Tensor& out = inv.outputs.at(0);
+                   // Known before the expression is built: integer ops build different steps.
+                   e.integer = integer_tensors(inv) && c10::isIntegralType(out.scalar_type(), true);
+                   if (out.is_complex()) {
+                     // Only zero fills reach here with complex data (native_boxed): the real
+                     // view is filled with zeros.
+                     e.alu(AluOp::kBypass, Arg::constant(0), Arg::constant(0));
+                     return std::vector<device::Program>{kernels::build_elementwise(
+                         name, {}, inv.describe(at::view_as_real(out)), e, inv.core())};
+                   }
+                   fn(operands, e);
                    e.integer =
                        operands.integer_inputs && c10::isIntegralType(out.scalar_type(), true);
                    return std::vector<device::Program>{kernels::build_elementwise(
                        name, operands.inputs, inv.describe(out), e, inv.core())};
                  },
                  std::move(supports)});
+}
+
+// Floor division. Integers: the truncating quotient, one less when the remainder is nonzero
+// and the signs differ. Floats: (a - fmod(a, b)) / b, corrected the same way, then floored and
+// rounded (a - fmod is a multiple of b up to rounding); division by zero gives a / b.
+Arg floor_divide(kernels::Expr& e, Arg a, Arg b) {
+  const Arg zero = Arg::constant(0);
+  const Arg m = e.alu(AluOp::kMod, a, b);
+  const Arg signs_differ =
+      e.alu(AluOp::kLogicalXor, e.alu(AluOp::kIsLt, b, zero), e.alu(AluOp::kIsLt, m, zero));
+  const Arg adjust = e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kNotEqual, m, zero), signs_differ);
+  if (e.integer) return e.alu(AluOp::kSubtract, e.alu(AluOp::kDivide, a, b), adjust);
+  const Arg d =
+      e.alu(AluOp::kSubtract, e.alu(AluOp::kDivide, e.alu(AluOp::kSubtract, a, m), b), adjust);
+  const Arg frac = e.alu(AluOp::kMod, d, Arg::constant(1));
+  const Arg fl =
+      e.alu(AluOp::kSubtract, e.alu(AluOp::kSubtract, d, frac), e.alu(AluOp::kIsLt, frac, zero));
+  const Arg up = e.alu(AluOp::kIsGt, e.alu(AluOp::kSubtract, d, fl), Arg::constant(0.5f));
+  const Arg r = e.alu(AluOp::kAdd, fl, up);
+  return e.select(e.alu(AluOp::kIsEqual, b, zero), e.alu(AluOp::kDivide, a, b), r);
+}
+
+// Truncating division: exact on the integer ALU; floats drop the fraction of a / b (values of
+// 2^23 and beyond, infinities and NaN are their own truncation).
+Arg trunc_divide(kernels::Expr& e, Arg a, Arg b) {
+  const Arg q = e.alu(AluOp::kDivide, a, b);
+  if (e.integer) return q;
+  const Arg t = e.alu(AluOp::kSubtract, q, e.alu(AluOp::kMod, q, Arg::constant(1)));
+  const Arg big =
+      e.alu(AluOp::kIsGe, e.alu(AluOp::kAbsMax, q, Arg::constant(0)), Arg::constant(8388608.0f));
+  return e.select(big, q, t);
+}
+
+// erfinv: Giles' single-precision approximation ("Approximating the erfinv function", GPU
+// Computing Gems, 2011): w = -log(1 - x^2), one of two polynomials in w (or sqrt(w)) times x.
+// Both polynomials run on every element; the select keeps the one for its range. x = +-1 gives
+// +-inf and |x| > 1 NaN through the log, as the CPU does.
+Arg erfinv(kernels::Expr& e, Arg x) {
+  const Arg one_minus_x2 = e.alu(AluOp::kSubtract, Arg::constant(1), e.alu(AluOp::kMultiply, x, x));
+  const Arg w = e.alu(AluOp::kMultiply, e.act(ActFunc::kLog, one_minus_x2), Arg::constant(-1));
+  auto horner = [&](Arg t, std::initializer_list<float> c) {
+    const float* k = c.begin();
+    Arg p =
+        e.alu(AluOp::kAdd, e.alu(AluOp::kMultiply, t, Arg::constant(k[0])), Arg::constant(k[1]));
+    for (size_t i = 2; i < c.size(); ++i)
+      p = e.alu(AluOp::kAdd, e.alu(AluOp::kMultiply, p, t), Arg::constant(k[i]));
+    return p;
+  };
+  const Arg central =
+      horner(e.alu(AluOp::kSubtract, w, Arg::constant(2.5f)),
+             {2.81022636e-08f, 3.43273939e-07f, -3.5233877e-06f, -4.39150654e-06f, 0.00021858087f,
+              -0.00125372503f, -0.00417768164f, 0.246640727f, 1.50140941f});
+  const Arg tail =
+      horner(e.alu(AluOp::kSubtract, e.act(ActFunc::kSqrt, w), Arg::constant(3)),
+             {-0.000200214257f, 0.000100950558f, 0.00134934322f, -0.00367342844f, 0.00573950773f,
+              -0.0076224613f, 0.00943887047f, 1.00167406f, 2.83297682f});
+  const Arg p = e.select(e.alu(AluOp::kIsLt, w, Arg::constant(5)), central, tail);
+  return e.alu(AluOp::kMultiply, p, x);
 }
 
 void unary_act(NativeOpTable& ops, const std::string& name, ActFunc f, float scale = 1.0f,
@@ -198,6 +277,32 @@ NativeOpTable elementwise_ops() {
     return e.alu(AluOp::kBitwiseXor, o.get("self"), Arg::constant(-1));
   });
 
+  reg(ops, "aten::erfinv", [](Operands& o, kernels::Expr& e) { return erfinv(e, o.get("self")); });
+  // Shifts, as the CPU computes them: a shift by a negative amount or by the element width or
+  // more gives 0 (left) or the sign fill (right). The ALU shifts right logically, so an
+  // arithmetic shift of a negative value is ~(~a >> b).
+  for (const char* n : {"aten::bitwise_left_shift", "aten::__lshift__", "aten::__ilshift__"}) {
+    reg(ops, n, [](Operands& o, kernels::Expr& e) {
+      const Arg a = o.get("self"), b = o.get("other");
+      const Arg out_of_range =
+          e.alu(AluOp::kLogicalOr, e.alu(AluOp::kIsLt, b, Arg::constant(0)),
+                e.alu(AluOp::kIsGe, b, Arg::constant(static_cast<float>(o.out_bits()))));
+      return e.select(out_of_range, Arg::constant(0), e.alu(AluOp::kShiftLeft, a, b));
+    });
+  }
+  for (const char* n : {"aten::bitwise_right_shift", "aten::__rshift__", "aten::__irshift__"}) {
+    reg(ops, n, [](Operands& o, kernels::Expr& e) {
+      const Arg a = o.get("self"), b = o.get("other");
+      const Arg amount = e.select(e.alu(AluOp::kIsLt, b, Arg::constant(0)), Arg::constant(31),
+                                  e.alu(AluOp::kMin, b, Arg::constant(31)));
+      const Arg inverted = e.alu(AluOp::kBitwiseXor, a, Arg::constant(-1));
+      const Arg negative =
+          e.alu(AluOp::kBitwiseXor, e.alu(AluOp::kShiftRight, inverted, amount), Arg::constant(-1));
+      return e.select(e.alu(AluOp::kIsLt, a, Arg::constant(0)), negative,
+                      e.alu(AluOp::kShiftRight, a, amount));
+    });
+  }
+
   // Binary arithmetic and comparisons.
   for (const char* n : {"aten::add", "aten::sub"}) {
     const AluOp op = std::string(n) == "aten::add" ? AluOp::kAdd : AluOp::kSubtract;
@@ -216,12 +321,22 @@ NativeOpTable elementwise_ops() {
   });
   for (const auto& [name, op] :
        std::initializer_list<std::pair<const char*, AluOp>>{{"aten::mul", AluOp::kMultiply},
-                                                            {"aten::div", AluOp::kDivide},
                                                             {"aten::maximum", AluOp::kMax},
                                                             {"aten::minimum", AluOp::kMin},
                                                             {"aten::fmod", AluOp::kMod}}) {
     binary_alu(ops, name, op);
   }
+  // div with rounding_mode and floor_divide: the CPU's formulas (c10::div_floor_floating,
+  // div_floor_integer, trunc), step by step, so ISA mode rounds as the CPU does.
+  reg(ops, "aten::div", [](Operands& o, kernels::Expr& e) {
+    const std::string mode = o.str("rounding_mode");
+    const Arg a = o.get("self"), b = o.get("other");
+    if (mode == "floor") return floor_divide(e, a, b);
+    if (mode == "trunc") return trunc_divide(e, a, b);
+    return e.alu(AluOp::kDivide, a, b);
+  });
+  reg(ops, "aten::floor_divide",
+      [](Operands& o, kernels::Expr& e) { return floor_divide(e, o.get("self"), o.get("other")); });
   reg(ops, "aten::remainder", [](Operands& o, kernels::Expr& e) {
     // Python's modulo: fmod, then shifted by the divisor when the signs differ.
     const Arg a = o.get("self"), b = o.get("other");
@@ -359,9 +474,17 @@ NativeOpTable elementwise_ops() {
   reg(ops, "aten::fill", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kBypass, o.get("value"), Arg::constant(0));
   });
-  reg(ops, "aten::zero", [](Operands&, kernels::Expr& e) {
-    return e.alu(AluOp::kBypass, Arg::constant(0), Arg::constant(0));
-  });
+  // A complex tensor is zeroed as its real view (two floats per element).
+  ops.push_back({"aten::zero", [](const OpInvocation& inv) {
+                   const at::Tensor out = inv.outputs.at(0);
+                   kernels::Expr e;
+                   e.alu(AluOp::kBypass, Arg::constant(0), Arg::constant(0));
+                   e.integer = c10::isIntegralType(out.scalar_type(), true);
+                   return std::vector<device::Program>{kernels::build_elementwise(
+                       "aten::zero", {},
+                       inv.describe(out.is_complex() ? at::view_as_real(out) : out), e,
+                       inv.core())};
+                 }});
   ops.push_back({"aten::arange", [](const OpInvocation& inv) {
                    return std::vector<device::Program>{kernels::build_arange(
                        inv.name, inv.describe(inv.outputs.at(0)), inv.scalar("start", 0),

@@ -1,11 +1,13 @@
 // nll_loss forward and backward: the target positions resolved on the host, then indexed
-// copies and a reduction.
+// copies and a reduction. mse_loss: the squared difference (elementwise, or summed by
+// kernels/mse_loss.h) and its backward, one elementwise pass.
 #include <ATen/ATen.h>
 
 #include "aten/index_positions.h"
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/elementwise.h"
 #include "neuronsim/kernels/indexing.h"
+#include "neuronsim/kernels/mse_loss.h"
 #include "neuronsim/kernels/reduction.h"
 
 namespace neuronsim::backend {
@@ -66,6 +68,52 @@ NativeOpTable loss_ops() {
                    }
                    return p;
                  }});
+  // mse_loss's reduction: 0 none, 1 mean, 2 sum (at::Reduction).
+  NativeOp mse{"aten::mse_loss", [](const OpInvocation& inv) {
+                 const at::Tensor self = inv.tensor(0), target = inv.arg("target").toTensor();
+                 const at::Tensor out = inv.outputs.at(0);
+                 const int64_t reduction = inv.arg("reduction").toInt();
+                 if (reduction == 0) {
+                   kernels::Expr e;
+                   const kernels::Arg d = e.alu(device::AluOp::kSubtract, kernels::Arg::input(0),
+                                                kernels::Arg::input(1));
+                   e.alu(device::AluOp::kMultiply, d, d);
+                   return Programs{kernels::build_elementwise(
+                       inv.name, {inv.describe(self), inv.describe(target)}, inv.describe(out), e,
+                       inv.core())};
+                 }
+                 const int64_t n =
+                     at::infer_size(self.sizes(), target.sizes()).empty()
+                         ? 1
+                         : c10::multiply_integers(at::infer_size(self.sizes(), target.sizes()));
+                 const float scale = reduction == 1 ? 1.0f / static_cast<float>(n) : 1.0f;
+                 return Programs{kernels::build_squared_error_sum(
+                     inv.name, inv.describe(self), inv.describe(target),
+                     inv.describe(out.reshape({1})), scale, inv.core())};
+               }};
+  mse.cacheable = true;
+  ops.push_back(mse);
+  NativeOp mse_backward{
+      "aten::mse_loss_backward", [](const OpInvocation& inv) {
+        // As the CPU kernel: norm * (self - target) * grad_output, norm = 2 (/ numel for mean).
+        const at::Tensor self = inv.arg("self").toTensor();
+        const double norm = inv.arg("reduction").toInt() == 1
+                                ? 2.0 / static_cast<double>(std::max<int64_t>(1, self.numel()))
+                                : 2.0;
+        kernels::Expr e;
+        const kernels::Arg d =
+            e.alu(device::AluOp::kSubtract, kernels::Arg::input(1), kernels::Arg::input(2));
+        const kernels::Arg t =
+            e.alu(device::AluOp::kMultiply, d, kernels::Arg::constant(static_cast<float>(norm)));
+        e.alu(device::AluOp::kMultiply, t, kernels::Arg::input(0));
+        return Programs{kernels::build_elementwise(
+            inv.name,
+            {inv.describe(inv.arg("grad_output").toTensor()), inv.describe(self),
+             inv.describe(inv.arg("target").toTensor())},
+            inv.describe(inv.outputs.at(0)), e, inv.core())};
+      }};
+  mse_backward.cacheable = true;
+  ops.push_back(mse_backward);
   return ops;
 }
 

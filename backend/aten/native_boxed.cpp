@@ -191,14 +191,23 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   const size_t nargs = schema.arguments().size();
   const std::string name = base_name(op);
 
-  // Complex (or otherwise unrepresentable) data takes the CPU fallback.
+  // Complex (or otherwise unrepresentable) data takes the CPU fallback; zero-filling needs no
+  // complex arithmetic, so a complex64 tensor is zeroed natively as its real (float32) view.
   std::optional<c10::Device> device;
   std::string unsupported;
+  bool zeroing = name == "aten::zero_" || name == "aten::zero";
+  if (name == "aten::fill_" || name == "aten::fill") {  // zero_ decomposes to fill_(0)
+    const c10::IValue& v = (*stack)[stack->size() - nargs + 1];
+    zeroing = v.isScalar() && v.toScalar().isComplex()
+                  ? v.toScalar().toComplexDouble() == c10::complex<double>(0, 0)
+                  : v.isScalar() && v.toScalar().toDouble() == 0.0;
+  }
   for (size_t i = stack->size() - nargs; i < stack->size(); ++i) {
     for_each_tensor((*stack)[i], [&](const at::Tensor& t) {
       if (!t.defined()) return;
       if (is_neuron(t) && !device) device = t.device();
-      if (!device_dtype(t.scalar_type())) unsupported = c10::toString(t.scalar_type());
+      if (!device_dtype(t.scalar_type()) && !(zeroing && t.scalar_type() == at::kComplexFloat))
+        unsupported = c10::toString(t.scalar_type());
     });
   }
   if (!unsupported.empty() || !device) {

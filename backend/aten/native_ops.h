@@ -98,6 +98,8 @@ NativeOpTable selection_ops();        // aten/selection.cpp
 NativeOpTable compaction_ops();       // aten/compaction.cpp
 NativeOpTable histogram_ops();        // aten/histogram.cpp
 NativeOpTable recurrent_ops();        // aten/recurrent.cpp
+NativeOpTable rearrange_ops();        // aten/rearrange.cpp
+NativeOpTable membership_ops();       // aten/membership.cpp
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

@@ -17,10 +17,11 @@ namespace {
 const std::unordered_map<std::string, NativeOp>& native_ops() {
   static const auto ops = [] {
     std::unordered_map<std::string, NativeOp> all;
-    for (auto table : {elementwise_ops, copy_ops, reduction_ops, matmul_ops, softmax_ops,
-                       layer_norm_ops, indexing_ops, loss_ops, convolution_ops, batch_norm_ops,
-                       pooling_ops, foreach_ops, fused_optimizer_ops, grad_scaler_ops,
-                       selection_ops, compaction_ops, histogram_ops, recurrent_ops}) {
+    for (auto table : {elementwise_ops,     copy_ops,        reduction_ops, matmul_ops,
+                       softmax_ops,         layer_norm_ops,  indexing_ops,  loss_ops,
+                       convolution_ops,     batch_norm_ops,  pooling_ops,   foreach_ops,
+                       fused_optimizer_ops, grad_scaler_ops, selection_ops, compaction_ops,
+                       histogram_ops,       recurrent_ops,   rearrange_ops, membership_ops}) {
       for (NativeOp& op : table()) all[op.name] = std::move(op);
     }
     // Families whose programs follow from shapes, strides, dtypes and scalars alone may reuse
@@ -35,9 +36,11 @@ const std::unordered_map<std::string, NativeOp>& native_ops() {
   return ops;
 }
 
-// In-place overloads share their functional op's entry.
+// In-place overloads share their functional op's entry (dunder names such as __lshift__ keep
+// theirs: __ilshift__ is the in-place one).
 std::string base_name(std::string name) {
-  if (name.size() > 1 && name.back() == '_') name.pop_back();
+  const bool dunder = name.size() > 2 && name.compare(name.size() - 2, 2, "__") == 0;
+  if (name.size() > 1 && name.back() == '_' && !dunder) name.pop_back();
   return name;
 }
 

@@ -71,6 +71,55 @@ CASES = {
     "int_arith": (lambda a: (a * 1000).to(torch.int32) * 3 + 7, (X,), EXACT),
     "bf16_add": (lambda a, b: a.bfloat16() + b.bfloat16(), (X, Y), EXACT),
     "broadcast_row": (lambda a, b: a * b[0], (X, Y), EXACT),
+    "div_floor_trunc": (
+        lambda a, b: torch.stack(
+            [
+                a // b,
+                torch.div(a * 9, b, rounding_mode="floor"),
+                torch.div(a, b, rounding_mode="trunc"),
+            ]
+        ),
+        (X, Y),
+        EXACT,
+    ),
+    "floor_divide_int": (
+        lambda a, b: torch.stack(
+            [
+                (a * 100).int() // ((b * 10).int() | 1),
+                torch.div((a * 100).int(), -7, rounding_mode="trunc"),
+            ]
+        ),
+        (X, Y),
+        EXACT,
+    ),
+    "shifts_int": (
+        lambda a, b: torch.stack(
+            [(a * 1e4).int() >> ((b * 20).int()), (a * 1e4).int() << ((b * 20).int() % 40)]
+        ),
+        (X, Y),
+        EXACT,
+    ),
+    "erfinv": (lambda a: torch.erfinv(torch.tanh(a)), (X,), FP32),
+    "isin": (
+        lambda a, b: torch.stack(
+            [
+                torch.isin((a * 3).round(), (b[:2, :50] * 3).round()),
+                torch.isin((a * 3).round(), 1.0),
+            ]
+        ),
+        (X, Y),
+        EXACT,
+    ),
+    "mse_loss": (
+        lambda a, b: torch.stack([F.mse_loss(a, b), F.mse_loss(a, b[0], reduction="sum") / 1e3]),
+        (X, Y),
+        FP32,
+    ),
+    "mse_loss_backward": (
+        lambda a, b: torch.autograd.grad(F.mse_loss(a.requires_grad_(), b), a)[0],
+        (X, Y),
+        EXACT,
+    ),
     "exp": (torch.exp, (X,), FP32),
     "sigmoid_tanh": (lambda a: torch.sigmoid(a) + torch.tanh(a), (X,), FP32),
     "gelu": (F.gelu, (X,), FP32),
@@ -104,6 +153,23 @@ CASES = {
         lambda a: a.index_copy(0, IDX[1:].to(a.device), torch.ones(3, 300, device=a.device)),
         (X,),
         EXACT,
+    ),
+    "flip_roll": (
+        lambda a: torch.cat([a.flip(0, 1), a.t().flip(0).t(), a.roll((5, -70), (0, 1))]),
+        (X,),
+        EXACT,
+    ),
+    "roll_flat_int": (lambda a: (a * 100).int().roll(1234), (X,), EXACT),
+    "eye": (lambda: torch.eye(150, 70, device="neuron"), (), EXACT),
+    "linspace_logspace": (
+        lambda: torch.stack(
+            [
+                torch.linspace(-3, 7.5, 1000, device="neuron"),
+                torch.logspace(-2, 2, 1000, base=2, device="neuron"),
+            ]
+        ),
+        (),
+        FP32,
     ),
     "arange": (lambda: torch.arange(3, 1000, 7, device="neuron", dtype=torch.float32), (), EXACT),
     "fill": (lambda: torch.full((33, 70), 2.5, device="neuron"), (), EXACT),

@@ -61,6 +61,44 @@ py::dict memory_stats(int dev) {
   return out;
 }
 
+// The caching allocator's segments and blocks with torch.cuda.memory_snapshot()'s keys;
+// addresses are data pointers, so a block's address is its tensor's data_ptr().
+py::list memory_snapshot(int dev) {
+  py::list out;
+  if (!runtime::Runtime::initialized()) return out;
+  with_runtime([&](runtime::Runtime& r) {
+    const auto base = reinterpret_cast<uint64_t>(r.device().hbm_data());
+    for (const auto& seg : r.allocator(dev).snapshot()) {
+      py::list blocks;
+      for (const auto& b : seg.blocks) {
+        py::dict block;
+        block["address"] = base + b.address;
+        block["size"] = b.size;
+        block["requested_size"] = b.requested_size;
+        block["state"] = b.allocated ? "active_allocated" : "inactive";
+        block["frames"] = py::list();
+        blocks.append(block);
+      }
+      py::dict d;
+      d["device"] = dev;
+      d["address"] = base + seg.address;
+      d["total_size"] = seg.total_size;
+      d["allocated_size"] = seg.allocated_size;
+      d["active_size"] = seg.allocated_size;  // no frees wait on other streams
+      d["requested_size"] = seg.requested_size;
+      d["stream"] = 0;
+      d["segment_type"] = seg.small ? "small" : "large";
+      d["segment_pool_id"] = py::make_tuple(0, 0);
+      d["is_expandable"] = false;
+      d["frames"] = py::list();
+      d["blocks"] = blocks;
+      out.append(d);
+    }
+    return 0;
+  });
+  return out;
+}
+
 // torch.profiler.record_function ranges (RecordScope::USER_SCOPE) onto the trace's Python row.
 std::unique_ptr<at::ObserverContext> on_user_range_enter(const at::RecordFunction& fn) {
   if (!runtime::TraceSession::active()) return nullptr;
@@ -157,6 +195,7 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   m.def("_memory_stats", &memory_stats);
+  m.def("_memory_snapshot", &memory_snapshot);
   m.def("_mem_get_info", [](int d) {
     return with_runtime([&](runtime::Runtime& r) { return r.allocator(d).mem_info(); });
   });

@@ -39,6 +39,7 @@ __all__ = [
     "mem_get_info",
     "memory_allocated",
     "memory_reserved",
+    "memory_snapshot",
     "memory_stats",
     "memory_stats_as_nested_dict",
     "memory_summary",
@@ -299,6 +300,19 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
         f"{stats.get('num_device_free', 0):>14}"
     )
     return "\n".join(lines) + "\n"
+
+
+def memory_snapshot(mempool_id: Any = None, include_traces: bool = True) -> list[dict[str, Any]]:
+    """The caching allocator's segments on every neuron device, as torch.cuda.memory_snapshot:
+    each a dict (device, address, total_size, allocated_size, active_size, requested_size,
+    stream, segment_type, segment_pool_id, is_expandable, frames) with its blocks in address
+    order (address, size, requested_size, state "active_allocated" or "inactive", frames).
+    The device has only the default pool, (0, 0): another mempool_id has no segments, as an
+    unknown pool on CUDA. No allocation traces are recorded, so frames are empty either way."""
+    del include_traces  # accepted as on CUDA; there are no traces to leave out
+    if mempool_id is not None and tuple(mempool_id) != (0, 0):
+        return []
+    return [seg for d in range(device_count()) for seg in _C._memory_snapshot(d)]
 
 
 def _stat(key: str, device: Any) -> int:

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "neuronsim/device/errors.h"
 
 namespace neuronsim::runtime {
@@ -198,6 +200,38 @@ void CachingAllocator::reset_accumulated_stats() {
 
 std::pair<uint64_t, uint64_t> CachingAllocator::mem_info() const {
   return {device_.free_bytes(), device_.capacity()};
+}
+
+std::vector<SegmentInfo> CachingAllocator::snapshot() const {
+  // A segment's first block has no previous neighbour; its blocks follow through `next`.
+  std::vector<const Block*> heads;
+  for (const auto& [a, b] : live_) {
+    if (!b->prev) heads.push_back(b);
+  }
+  for (const Pool* pool : {&small_, &large_}) {
+    for (const Block* b : *pool) {
+      if (!b->prev) heads.push_back(b);
+    }
+  }
+  std::sort(heads.begin(), heads.end(),
+            [](const Block* a, const Block* b) { return a->addr < b->addr; });
+  std::vector<SegmentInfo> out;
+  out.reserve(heads.size());
+  for (const Block* h : heads) {
+    SegmentInfo seg;
+    seg.address = h->addr;
+    seg.small = h->small;
+    for (const Block* b = h; b; b = b->next) {
+      seg.blocks.push_back({b->addr, b->size, b->allocated ? b->requested : 0, b->allocated});
+      seg.total_size += b->size;
+      if (b->allocated) {
+        seg.allocated_size += b->size;
+        seg.requested_size += b->requested;
+      }
+    }
+    out.push_back(std::move(seg));
+  }
+  return out;
 }
 
 uint64_t CachingAllocator::block_size(uint64_t address) const {

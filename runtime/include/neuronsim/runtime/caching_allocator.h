@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "neuronsim/runtime/hbm_allocator.h"
 
@@ -37,6 +38,18 @@ struct AllocatorStats {
   int64_t num_alloc_retries = 0, num_ooms = 0, num_device_alloc = 0, num_device_free = 0;
 };
 
+/// One block of a segment, as torch.cuda.memory_snapshot() describes it.
+struct BlockInfo {
+  uint64_t address = 0, size = 0, requested_size = 0;
+  bool allocated = false;
+};
+/// One segment (a device allocation the cache holds) and its blocks in address order.
+struct SegmentInfo {
+  uint64_t address = 0, total_size = 0, allocated_size = 0, requested_size = 0;
+  bool small = false;
+  std::vector<BlockInfo> blocks;
+};
+
 class CachingAllocator {
  public:
   CachingAllocator(HbmAllocator& device, std::string device_name);
@@ -55,6 +68,8 @@ class CachingAllocator {
   void reset_accumulated_stats();
   /// (free, total) as the device sees it: cached-but-unused memory is not free.
   std::pair<uint64_t, uint64_t> mem_info() const;
+  /// Every segment with its blocks, in address order (HBM addresses).
+  std::vector<SegmentInfo> snapshot() const;
   /// Size of the live block at `address` (0 if none).
   uint64_t block_size(uint64_t address) const;
 

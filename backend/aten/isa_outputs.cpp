@@ -74,6 +74,17 @@ void restore(torch::jit::Stack* stack, size_t base, const std::vector<c10::IValu
 
 }  // namespace
 
+bool reads_out(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+               const at::Tensor& out) {
+  bool reads = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (schema.arguments()[i].is_out()) continue;
+    for_each_tensor(args[i],
+                    [&](const at::Tensor& t) { reads |= is_neuron(t) && t.is_alias_of(out); });
+  }
+  return reads;
+}
+
 void poison(const at::Tensor& t) {
   if (!t.defined() || t.numel() == 0) return;
   at::Tensor v = cpu_view(t);
@@ -151,7 +162,7 @@ bool isa_outputs_from_meta(const c10::OperatorHandle& op, torch::jit::Stack* sta
       for (const MetaArg& s : seen) {
         if (s.device.is_same(t) && !t.sizes().equals(s.meta.sizes())) t.resize_(s.meta.sizes());
       }
-      poison(t);
+      if (!reads_out(schema, args, t)) poison(t);
     });
   }
   TORCH_INTERNAL_ASSERT(stack->size() == base + nret, "neuronsim: ", schema.name(),

@@ -13,6 +13,11 @@ namespace neuronsim::backend {
 /// Fills a device tensor with poison: NaN for floating types, 0xA5 in every byte otherwise.
 void poison(const at::Tensor& t);
 
+/// An out= tensor that is also read as an input (`_safe_softmax` calls where(c, 0, out, out=out)):
+/// it must not be poisoned. `args`: the op's arguments as passed.
+bool reads_out(const c10::FunctionSchema& schema, const std::vector<c10::IValue>& args,
+               const at::Tensor& out);
+
 /// Runs `op`'s Meta kernel on meta copies of the device arguments on `stack` and leaves device
 /// returns in their place: in-place results are their device arguments, out= arguments are
 /// resized and poisoned, fresh outputs are allocated and poisoned. Returns false with the stack

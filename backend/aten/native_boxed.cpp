@@ -403,7 +403,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     for (size_t i = 0; i < nargs; ++i) {
       if (schema.arguments()[i].is_out())
         for_each_tensor(inv.args[i], [&](const at::Tensor& t) {
-          if (is_neuron(t)) poisoned.push_back(t);
+          if (is_neuron(t) && !reads_out(schema, inv.args, t)) poisoned.push_back(t);
         });
     }
     OpTracker::get().isa_host(op.operator_name(),

@@ -185,6 +185,17 @@ CASES = {
     "bf16_mm": (lambda a, b: a.bfloat16() @ b.bfloat16(), (X, W), 1e-2),
     # normalisation
     "softmax": (lambda a: a.softmax(-1), (X,), FP32),
+    # where(rows, 0, out, out=out): an out= argument also read as an input is not poisoned
+    "safe_softmax_causal": (
+        lambda a: torch.ops.aten._safe_softmax(
+            a[:, :37].masked_fill(
+                torch.ones(37, 37, dtype=torch.bool).triu(1).to(a.device), float("-inf")
+            ),
+            -1,
+        ),
+        (X,),
+        FP32,
+    ),
     "log_softmax_dim0": (lambda a: a.log_softmax(0), (X,), FP32),
     "layer_norm": (lambda a, w, b: _ln(a, w, b), (X, LW, LB), FP32),
     "layer_norm_plain": (lambda a: F.layer_norm(a, (300,)), (X,), FP32),

@@ -15,6 +15,10 @@ namespace {
 
 using Programs = std::vector<device::Program>;
 
+// The programs move and reduce the picked values for the time; they do not negate, weight or
+// write total_weight (and the backward does not scale by it), so ISA mode keeps host values.
+constexpr const char* kNllTimingOnly = "nll_loss programs model time, not values";
+
 }  // namespace
 
 NativeOpTable loss_ops() {
@@ -49,6 +53,7 @@ NativeOpTable loss_ops() {
          }
          return p;
        }});
+  ops.back().isa_host_values = kNllTimingOnly;
   ops.push_back({"aten::nll_loss_backward", [](const OpInvocation& inv) {
                    const at::Tensor out = inv.outputs.at(0);
                    const at::Tensor target =
@@ -68,6 +73,7 @@ NativeOpTable loss_ops() {
                    }
                    return p;
                  }});
+  ops.back().isa_host_values = kNllTimingOnly;
   // mse_loss's reduction: 0 none, 1 mean, 2 sum (at::Reduction).
   NativeOp mse{"aten::mse_loss", [](const OpInvocation& inv) {
                  const at::Tensor self = inv.tensor(0), target = inv.arg("target").toTensor();

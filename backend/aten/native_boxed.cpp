@@ -9,6 +9,7 @@
 
 #include "accelerator/context.h"
 #include "aten/device_tensor.h"
+#include "aten/isa_outputs.h"
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
@@ -143,6 +144,44 @@ std::string base_name(const c10::OperatorHandle& op) {
   return op.schema().name();
 }
 
+// Builds (or finds in the cache) and launches an op's programs. ISA mode (`functional`): the
+// arguments the CPU kernel wrote are first restored from `snapshots`, the outputs it wrote are
+// poisoned, so the values are the programs'.
+void run_programs(const NativeOp& native, OpInvocation& inv, bool functional,
+                  const std::vector<std::pair<at::Tensor, at::Tensor>>& snapshots,
+                  const std::vector<at::Tensor>& poisoned) {
+  if (native.shape_sync) inv.count = at::empty({1}, at::TensorOptions(inv.device).dtype(at::kInt));
+  // Under the runtime lock throughout: a cached program stays put until it has run.
+  with_runtime([&](runtime::Runtime& r) {
+    inv.core_params = &r.device().params().core;
+    inv.hbm_address = hbm_addresses(r);
+    std::optional<ProgramKey> key;
+    const std::vector<device::Program>* cached = nullptr;
+    std::vector<device::Program> built;
+    {
+      sim::HostStageScope stage(sim::HostStage::kBuild);
+      if (native.cacheable && !native.shape_sync && capture_mode() == CaptureMode::kOff &&
+          r.program_cache().enabled()) {
+        key = program_key(inv, functional);
+        if (key) cached = r.program_cache().find(key->key, key->regions);
+      }
+      if (!cached) built = native.build(inv);
+    }
+    if (functional) {
+      for (const auto& [dev_t, saved] : snapshots) {
+        if (dev_t.sizes().equals(saved.sizes())) cpu_view(dev_t).copy_(saved);  // resized: no
+      }
+      for (const at::Tensor& t : poisoned) poison(t);
+    }
+    launch_programs(inv.device, cached ? *cached : built, functional, cached != nullptr);
+    if (key && !cached) {
+      sim::HostStageScope stage(sim::HostStage::kBuild);
+      r.program_cache().insert(key->key, std::move(built), std::move(key->regions));
+    }
+    return 0;
+  });
+}
+
 }  // namespace
 
 bool isa_mode() {
@@ -256,15 +295,30 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     return;
   }
 
-  // ISA mode: the programs compute the values. The CPU kernel still runs first (it sizes and
-  // allocates the outputs); arguments it writes are restored before the programs run. 64-bit
-  // data has no exact 32-bit view in HBM (programs see low words), so those ops keep host values.
-  bool functional = capture == CaptureMode::kOff && isa_mode();
-  std::vector<std::pair<at::Tensor, at::Tensor>> snapshots;  // (device tensor, saved copy)
+  // ISA mode: the programs compute the values into outputs that start poisoned (isa_outputs.h),
+  // sized by the op's Meta kernel; the CPU kernel does not run. 64-bit data has no exact 32-bit
+  // view in HBM (programs see low words), so those ops keep host values. Ops the Meta kernel
+  // cannot size run the CPU kernel for the sizes; what it wrote is restored or poisoned before
+  // the programs run.
+  bool functional = capture == CaptureMode::kOff && isa_mode() && !native->isa_host_values;
   for (size_t i = 0; i < nargs && functional; ++i) {
     for_each_tensor(inv.args[i], [&](const at::Tensor& t) {
-      if (t.defined() && is_64bit(t.scalar_type())) functional = false;
+      // CPU 0-dim tensors (wrapped Python scalars) are read on the host as immediates. The low
+      // word of an int64 is the value computed at 32 bits (emulate64); a double's is not.
+      if (is_neuron(t) && is_64bit(t.scalar_type()) && (t.scalar_type() != at::kLong || !emulate64))
+        functional = false;
     });
+  }
+  if (functional && !native->shape_sync && isa_outputs_from_meta(op, stack)) {
+    for (const auto& r : torch::jit::last(*stack, schema.returns().size())) {
+      for_each_tensor(r, [&](const at::Tensor& t) { inv.outputs.push_back(t); });
+    }
+    run_programs(*native, inv, true, {}, {});
+    record_native(op.operator_name(), false);
+    return;
+  }
+  std::vector<std::pair<at::Tensor, at::Tensor>> snapshots;  // (device tensor, saved copy)
+  for (size_t i = 0; i < nargs && functional; ++i) {
     const auto& alias = schema.arguments()[i].alias_info();
     const bool writes = (alias && alias->isWrite()) ||
                         std::find(native->writes.begin(), native->writes.end(),
@@ -348,35 +402,30 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     record_native(op.operator_name(), any64 && emulate64);
     return;
   }
-  if (native->shape_sync) inv.count = at::empty({1}, at::TensorOptions(*device).dtype(at::kInt));
-  // Under the runtime lock throughout: a cached program stays put until it has run.
-  with_runtime([&](runtime::Runtime& r) {
-    inv.core_params = &r.device().params().core;
-    inv.hbm_address = hbm_addresses(r);
-    std::optional<ProgramKey> key;
-    const std::vector<device::Program>* cached = nullptr;
-    std::vector<device::Program> built;
-    {
-      sim::HostStageScope stage(sim::HostStage::kBuild);
-      if (native->cacheable && !native->shape_sync && capture == CaptureMode::kOff &&
-          r.program_cache().enabled()) {
-        key = program_key(inv, functional);
-        if (key) cached = r.program_cache().find(key->key, key->regions);
-      }
-      if (!cached) built = native->build(inv);
+  std::vector<at::Tensor> poisoned;  // ISA mode: what the CPU kernel wrote that programs write
+  if (functional) {
+    for (const at::Tensor& t : inv.outputs) {
+      bool is_arg = false;
+      for (const CpuArg& a : seen) is_arg |= a.device.is_same(t);
+      if (!is_arg) poisoned.push_back(t);
     }
-    if (functional) {
-      for (auto& [dev_t, saved] : snapshots) {
-        if (dev_t.sizes().equals(saved.sizes())) cpu_view(dev_t).copy_(saved);  // resized: no
-      }
+    for (size_t i = 0; i < nargs; ++i) {
+      if (schema.arguments()[i].is_out())
+        for_each_tensor(inv.args[i], [&](const at::Tensor& t) {
+          if (is_neuron(t) && !reads_out(schema, inv.args, t)) poisoned.push_back(t);
+        });
     }
-    launch_programs(*device, cached ? *cached : built, functional, cached != nullptr);
-    if (key && !cached) {
-      sim::HostStageScope stage(sim::HostStage::kBuild);
-      r.program_cache().insert(key->key, std::move(built), std::move(key->regions));
-    }
-    return 0;
-  });
+    OpTracker::get().isa_host(op.operator_name(),
+                              native->shape_sync
+                                  ? "outputs sized by the CPU kernel (data-dependent size)"
+                                  : "outputs sized by the CPU kernel (no usable Meta kernel)");
+  } else if (capture == CaptureMode::kOff && isa_mode()) {
+    OpTracker::get().isa_host(op.operator_name(),
+                              native->isa_host_values
+                                  ? std::string("host values (") + native->isa_host_values + ")"
+                                  : std::string("host values (64-bit data)"));
+  }
+  run_programs(*native, inv, functional, snapshots, poisoned);
   if (native->shape_sync) read_count(*device, inv.count);
   record_native(op.operator_name(), any64 && emulate64);
 }

@@ -76,6 +76,9 @@ struct NativeOp {
   /// Its programs depend only on what program_key.h keys on (not on tensor values or state):
   /// set per op family in native_registrations.cpp.
   bool cacheable = false;
+  /// Non-null: ISA mode keeps the CPU kernel's values for this op, for the reason given (its
+  /// program models the time but not yet the values; docs/design.md lists these).
+  const char* isa_host_values = nullptr;
 };
 using NativeOpTable = std::vector<NativeOp>;
 

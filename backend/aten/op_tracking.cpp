@@ -76,6 +76,16 @@ void OpTracker::kernel_fallback(const std::string& op, const std::string& reason
   }
 }
 
+void OpTracker::isa_host(const c10::OperatorName& op, const std::string& why) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  isa_host_[full_name(op)] = why;
+}
+
+std::map<std::string, std::string> OpTracker::isa_host_ops() const {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return isa_host_;
+}
+
 std::set<std::string> OpTracker::executed() const {
   std::lock_guard<std::mutex> lock(g_mutex);
   std::set<std::string> out;
@@ -106,6 +116,7 @@ std::map<std::string, OpCounts> OpTracker::counts() const {
 void OpTracker::clear() {
   std::lock_guard<std::mutex> lock(g_mutex);
   for (OpCounts& c : counts_) c = OpCounts{};
+  isa_host_.clear();
 }
 
 }  // namespace neuronsim::backend

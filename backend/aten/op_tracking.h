@@ -42,6 +42,12 @@ class OpTracker {
   /// One finished run of op `id`.
   void record(int32_t id, bool fallback, bool computed_at_32_bits);
 
+  /// ISA mode: a native op whose outputs the CPU kernel still wrote (`why` says which and why;
+  /// docs/design.md lists them). Keyed by the kernel's full name, not the ops open around it.
+  void isa_host(const c10::OperatorName& op, const std::string& why);
+  /// {op: why} since the last clear().
+  std::map<std::string, std::string> isa_host_ops() const;
+
   std::set<std::string> executed() const;
   std::set<std::string> fallbacks() const;
   std::map<std::string, OpCounts> counts() const;
@@ -53,6 +59,7 @@ class OpTracker {
   std::map<std::string, int32_t> ids_;
   std::vector<OpCounts> counts_;  // by id
   std::set<std::string> warned_;
+  std::map<std::string, std::string> isa_host_;
 };
 
 }  // namespace neuronsim::backend

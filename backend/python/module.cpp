@@ -270,6 +270,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_executed_ops", [] { return OpTracker::get().executed(); });
   m.def("_fallback_ops", [] { return OpTracker::get().fallbacks(); });
+  m.def("_isa_host_ops", [] { return OpTracker::get().isa_host_ops(); });
   m.def("_clear_op_tracking", [] { OpTracker::get().clear(); });
   m.def("_set_op_observer", &set_op_observer);
   m.def("_op_observer_enabled", &op_observer_enabled);

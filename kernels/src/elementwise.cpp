@@ -395,30 +395,21 @@ Program build_arange(const std::string& name, const TensorDesc& out, double star
   const int64_t F = std::max<int64_t>(1, std::min<int64_t>((n + P - 1) / P, 8192));
   const uint64_t t_off = b.alloc_sbuf(2 * uint64_t(F) * 4);
   Token slot_free[2];
-  uint64_t k = 0;
-  for (int64_t i0 = 0; i0 < n; i0 += F * P) {
-    const int64_t rows = std::min<int64_t>(P, (n - i0 + F - 1) / F);
-    for (int64_t part = 0; part < 2; ++part) {
-      // Full rows first, then a partial last row.
-      const int64_t full = (n - i0) >= rows * F ? rows : rows - 1;
-      const int64_t r_begin = part == 0 ? 0 : full, r_end = part == 0 ? full : rows;
-      if (r_end <= r_begin) continue;
-      const uint32_t cols = static_cast<uint32_t>(part == 0 ? F : (n - i0 - full * F));
-      const uint32_t p = static_cast<uint32_t>(r_end - r_begin);
-      const int64_t first = i0 + r_begin * F;
-      const int s = static_cast<int>(k++ % 2);
-      const AccessPattern t = isa::sbuf_tile(DType::kFp32, p, t_off + s * uint64_t(F) * 4, cols);
-      b.wait(kGpSimd, slot_free[s]);
-      b.emit(kGpSimd, isa::iota(t, static_cast<int32_t>(first), static_cast<int32_t>(F), {1}));
-      b.wait(kVector, b.mark(kGpSimd));
-      b.emit(kVector, isa::tensor_scalar(t, t, AluOp::kMultiply, isa::imm(static_cast<float>(step)),
-                                         AluOp::kAdd, isa::imm(static_cast<float>(start))));
-      b.wait(dma_queue(0), b.mark(kVector));
-      b.emit(dma_queue(0),
-             isa::dma_copy(hbm_ap(out, first * stride, p, F * stride, {{stride, cols}}), t));
-      slot_free[s] = b.mark(dma_queue(0));
-    }
-  }
+  for_each_row_block(n, F, P, [&](const RowBlock& blk) {
+    const uint32_t p = blk.rows, cols = blk.cols;
+    const int64_t first = blk.first;
+    const int s = static_cast<int>(blk.index % 2);
+    const AccessPattern t = isa::sbuf_tile(DType::kFp32, p, t_off + s * uint64_t(F) * 4, cols);
+    b.wait(kGpSimd, slot_free[s]);
+    b.emit(kGpSimd, isa::iota(t, static_cast<int32_t>(first), static_cast<int32_t>(F), {1}));
+    b.wait(kVector, b.mark(kGpSimd));
+    b.emit(kVector, isa::tensor_scalar(t, t, AluOp::kMultiply, isa::imm(static_cast<float>(step)),
+                                       AluOp::kAdd, isa::imm(static_cast<float>(start))));
+    b.wait(dma_queue(0), b.mark(kVector));
+    b.emit(dma_queue(0),
+           isa::dma_copy(hbm_ap(out, first * stride, p, F * stride, {{stride, cols}}), t));
+    slot_free[s] = b.mark(dma_queue(0));
+  });
   return std::move(b).build();
 }
 

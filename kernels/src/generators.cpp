@@ -6,6 +6,7 @@
 
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
+#include "neuronsim/kernels/tiling.h"
 
 namespace neuronsim::kernels {
 
@@ -57,48 +58,39 @@ Program build_linspace(const std::string& name, const TensorDesc& out, float sta
   // Index, first-half value, second-half value, mask; two slots each.
   const uint64_t t_off = b.alloc_sbuf(2 * 4 * uint64_t(F) * 4);
   Token slot_free[2];
-  uint64_t k = 0;
-  for (int64_t i0 = 0; i0 < n; i0 += F * P) {
-    const int64_t rows = std::min<int64_t>(P, (n - i0 + F - 1) / F);
-    for (int64_t part = 0; part < 2; ++part) {
-      // Full rows first, then a partial last row.
-      const int64_t full = (n - i0) >= rows * F ? rows : rows - 1;
-      const int64_t r_begin = part == 0 ? 0 : full, r_end = part == 0 ? full : rows;
-      if (r_end <= r_begin) continue;
-      const uint32_t cols = static_cast<uint32_t>(part == 0 ? F : (n - i0 - full * F));
-      const uint32_t p = static_cast<uint32_t>(r_end - r_begin);
-      const int64_t first = i0 + r_begin * F;
-      const int s = static_cast<int>(k++ % 2);
-      auto buf = [&](int i) {
-        return isa::sbuf_tile(DType::kFp32, p, t_off + (s * 4 + i) * uint64_t(F) * 4, cols);
-      };
-      const AccessPattern idx = buf(0), lo = buf(1), hi = buf(2), mask = buf(3);
-      b.wait(kGpSimd, slot_free[s]);
-      b.emit(kGpSimd, isa::iota(idx, static_cast<int32_t>(first), static_cast<int32_t>(F), {1}));
-      b.wait(kVector, b.mark(kGpSimd));
-      b.wait(kVector, slot_free[s]);
-      b.emit(kVector, isa::tensor_scalar(lo, idx, AluOp::kMultiply, isa::imm(step), AluOp::kAdd,
-                                         isa::imm(start)));
-      // hi = end - (n - 1 - i) * step, the negation folded into the constants (exact).
-      b.emit(kVector, isa::tensor_scalar(hi, idx, AluOp::kMultiply, isa::imm(-1.0f), AluOp::kAdd,
-                                         isa::imm(static_cast<float>(n - 1))));
-      b.emit(kVector, isa::tensor_scalar(hi, hi, AluOp::kMultiply, isa::imm(-step), AluOp::kAdd,
-                                         isa::imm(end)));
-      b.emit(kVector,
-             isa::tensor_scalar(mask, idx, AluOp::kIsLt, isa::imm(static_cast<float>(halfway))));
-      b.emit(kVector, isa::select(lo, mask, lo, hi));
-      Token ready = b.mark(kVector);
-      if (log_base > 0.0f) {
-        b.wait(kScalar, ready);
-        b.emit(kScalar, isa::activation(lo, lo, ActFunc::kExp, isa::imm(std::log(log_base))));
-        ready = b.mark(kScalar);
-      }
-      b.wait(dma_queue(0), ready);
-      b.emit(dma_queue(0),
-             isa::dma_copy(hbm_ap(out, first * stride, p, F * stride, {{stride, cols}}), lo));
-      slot_free[s] = b.mark(dma_queue(0));
+  for_each_row_block(n, F, P, [&](const RowBlock& blk) {
+    const uint32_t p = blk.rows, cols = blk.cols;
+    const int64_t first = blk.first;
+    const int s = static_cast<int>(blk.index % 2);
+    auto buf = [&](int i) {
+      return isa::sbuf_tile(DType::kFp32, p, t_off + (s * 4 + i) * uint64_t(F) * 4, cols);
+    };
+    const AccessPattern idx = buf(0), lo = buf(1), hi = buf(2), mask = buf(3);
+    b.wait(kGpSimd, slot_free[s]);
+    b.emit(kGpSimd, isa::iota(idx, static_cast<int32_t>(first), static_cast<int32_t>(F), {1}));
+    b.wait(kVector, b.mark(kGpSimd));
+    b.wait(kVector, slot_free[s]);
+    b.emit(kVector, isa::tensor_scalar(lo, idx, AluOp::kMultiply, isa::imm(step), AluOp::kAdd,
+                                       isa::imm(start)));
+    // hi = end - (n - 1 - i) * step, the negation folded into the constants (exact).
+    b.emit(kVector, isa::tensor_scalar(hi, idx, AluOp::kMultiply, isa::imm(-1.0f), AluOp::kAdd,
+                                       isa::imm(static_cast<float>(n - 1))));
+    b.emit(kVector, isa::tensor_scalar(hi, hi, AluOp::kMultiply, isa::imm(-step), AluOp::kAdd,
+                                       isa::imm(end)));
+    b.emit(kVector,
+           isa::tensor_scalar(mask, idx, AluOp::kIsLt, isa::imm(static_cast<float>(halfway))));
+    b.emit(kVector, isa::select(lo, mask, lo, hi));
+    Token ready = b.mark(kVector);
+    if (log_base > 0.0f) {
+      b.wait(kScalar, ready);
+      b.emit(kScalar, isa::activation(lo, lo, ActFunc::kExp, isa::imm(std::log(log_base))));
+      ready = b.mark(kScalar);
     }
-  }
+    b.wait(dma_queue(0), ready);
+    b.emit(dma_queue(0),
+           isa::dma_copy(hbm_ap(out, first * stride, p, F * stride, {{stride, cols}}), lo));
+    slot_free[s] = b.mark(dma_queue(0));
+  });
   return std::move(b).build();
 }
 

@@ -297,4 +297,17 @@ bool reads_transposed(const Tile& t, const TileOperand& o, uint32_t edge) {
          t.free_sizes[0] <= edge;
 }
 
+void for_each_row_block(int64_t n, int64_t row, uint32_t partitions,
+                        const std::function<void(const RowBlock&)>& fn) {
+  uint64_t k = 0;
+  for (int64_t i0 = 0; i0 < n; i0 += row * partitions) {
+    const int64_t rows = std::min<int64_t>(partitions, (n - i0 + row - 1) / row);
+    const int64_t full = (n - i0) >= rows * row ? rows : rows - 1;
+    if (full > 0) fn({i0, static_cast<uint32_t>(full), static_cast<uint32_t>(row), k++});
+    if (full < rows) {
+      fn({i0 + full * row, 1, static_cast<uint32_t>(n - i0 - full * row), k++});
+    }
+  }
+}
+
 }  // namespace neuronsim::kernels

@@ -6,6 +6,7 @@
 // and free strides: exactly what an access pattern needs.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "neuronsim/device/access_pattern.h"
@@ -28,6 +29,18 @@ struct Tile {
     return nfree == 2 ? uint64_t{free_sizes[0]} * free_sizes[1] : free_sizes[0];
   }
 };
+
+/// A block of a 1-D run laid out as rows of `row` elements, one row per partition.
+struct RowBlock {
+  int64_t first = 0;   // the block's first element
+  uint32_t rows = 0;   // partitions used
+  uint32_t cols = 0;   // elements per row (shorter for the run's partial last row)
+  uint64_t index = 0;  // blocks emitted before this one (for double-buffer slots)
+};
+/// n elements as blocks of up to `partitions` full rows of `row` elements; a partial last row
+/// is a block of its own, so every block is a rectangle (generators: arange, linspace).
+void for_each_row_block(int64_t n, int64_t row, uint32_t partitions,
+                        const std::function<void(const RowBlock&)>& fn);
 
 /// The HBM access pattern of operand `o` of a tile of tensor `t`.
 device::AccessPattern tile_ap(const TensorDesc& t, const Tile& tile, const TileOperand& o);

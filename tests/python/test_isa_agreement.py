@@ -26,7 +26,6 @@ ISA_HOST = {
     "cross_entropy": {
         "aten::arange.start_out": _I64,
         "aten::remainder.Tensor": _I64,
-        "aten::nll_loss_forward": "host values (nll_loss programs model time, not values)",
     },
     "fused_sgd_nesterov": {
         "aten::_fused_sgd_": "outputs sized by the CPU kernel (no usable Meta kernel)"
@@ -66,6 +65,8 @@ IMG3 = torch.randn(1, 3, 5, 6, 7)
 RM = torch.randn(6)
 RV = torch.rand(6) + 0.5
 BIG = torch.randn(4, 6, 56, 56)  # streams through SBUF (not resident) in batch norm
+NLL_T = torch.arange(37) * 7 % 300
+NLL_T[::5] = 4  # ignore_index in some cases
 
 
 def _bn_train(x, rm, rv):
@@ -359,6 +360,38 @@ CASES = {
         lambda a: F.cross_entropy(a, torch.arange(37, device=a.device) % 300),
         (X,),
         FP32,
+    ),
+    # nll_loss: the target's log-prob gathered, weighted, ignore_index rows zero, each reduction
+    "nll_loss_weighted_ignore": (
+        lambda a, w: torch.stack(
+            [
+                F.nll_loss(a, NLL_T.to(a.device), w, ignore_index=4),
+                F.nll_loss(a, NLL_T.to(a.device), w, reduction="sum", ignore_index=4),
+                F.nll_loss(a, NLL_T.to(a.device), reduction="none", ignore_index=4).sum(),
+                F.nll_loss(a[3], NLL_T[3].to(a.device)),
+            ]
+        ),
+        (X, LW.abs()),
+        FP32,
+    ),
+    "nll_loss_none": (
+        lambda a, w: F.nll_loss(a, NLL_T.to(a.device), w, reduction="none", ignore_index=4),
+        (X, LW.abs()),
+        EXACT,
+    ),
+    "nll_loss_backward": (
+        lambda a, w: torch.autograd.grad(
+            F.nll_loss(a.requires_grad_(), NLL_T.to(a.device), w, ignore_index=4), a
+        )[0],
+        (X, LW.abs()),
+        FP32,
+    ),
+    "nll_loss_backward_none": (
+        lambda a: torch.autograd.grad(
+            F.nll_loss(a.requires_grad_(), NLL_T.to(a.device), reduction="none").square().sum(), a
+        )[0],
+        (X,),
+        EXACT,
     ),
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/reduction.h"
@@ -163,8 +164,11 @@ NativeOpTable reduction_ops() {
                      kernels::ReduceSpec s;
                      s.variance = true;
                      s.sqrt = name.find("std") != std::string::npos;
-                     s.scale = 1.0f / static_cast<float>(std::max<double>(
-                                          1.0, static_cast<double>(count) - correction));
+                     // As the CPU: sum / max(0, count - correction), so no degrees of
+                     // freedom give NaN (a zero sum) or inf.
+                     const double dof = std::max(0.0, static_cast<double>(count) - correction);
+                     s.scale = dof > 0 ? static_cast<float>(1.0 / dof)
+                                       : std::numeric_limits<float>::infinity();
                      Programs p = reduce_program(inv, in, inv.outputs.at(0), s);
                      if (inv.outputs.size() > 1) {
                        kernels::ReduceSpec m;

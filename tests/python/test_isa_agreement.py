@@ -85,6 +85,11 @@ EXACT = 0.0
 FP32 = 1e-5  # relative to the largest magnitude of the result
 
 
+def _nan_inf(t):
+    # NaN never equals itself: compare where the NaNs and infinities are.
+    return torch.stack([t.isnan(), t.isinf(), t.isfinite()])
+
+
 def _ln(a, w, b):
     return F.layer_norm(a, (300,), w, b)
 
@@ -163,6 +168,12 @@ CASES = {
     # copies and movement
     "transpose_copy": (lambda a: a.t().contiguous(), (X,), EXACT),
     "cast_copy": (lambda a: a.to(torch.float16), (X,), EXACT),
+    # to bool is x != 0 (0.5, -2, nan and 1e-30 are True), not a numeric conversion
+    "cast_bool": (
+        lambda a: torch.cat([a * 0.01, a.new_tensor([0.5, -2.0, float("nan"), 1e-30, 0.0])]).bool(),
+        (X[0],),
+        EXACT,
+    ),
     "cat": (lambda a, b: torch.cat([a, b], 1), (X, Y), EXACT),
     # operands stored transposed relative to the output (TensorE transposes), broadcast rows
     "transposed_operands": (lambda a: a.t() * 0.5 + a.t().contiguous(), (X,), EXACT),
@@ -215,6 +226,21 @@ CASES = {
     "max_dim": (lambda a: a.max(1), (X,), EXACT),
     "argmax": (lambda a: a.argmax(1), (X,), EXACT),
     "var_std": (lambda a: a.var(1) + a.std(), (X,), FP32),
+    # no degrees of freedom: sum / max(0, n - correction) is NaN (zero sum) or inf
+    "var_no_dof": (
+        lambda a: _nan_inf(
+            torch.stack(
+                [
+                    a[0, 0].var(),
+                    a[:, :1].std(1).sum(),
+                    a[0, :2].var(correction=3),
+                    torch.std_mean(a[0, 0])[0],
+                ]
+            )
+        ),
+        (X,),
+        EXACT,
+    ),
     # a permuted but dense input (strides (130, 2600, 1)): value reductions in memory order
     "permuted_reductions": (
         lambda a: torch.stack([a.sum(), a.mean(), a.var(), a.amax(), a.sum((0, 1)).sum()]),

@@ -226,6 +226,21 @@ CASES = {
     "max_dim": (lambda a: a.max(1), (X,), EXACT),
     "argmax": (lambda a: a.argmax(1), (X,), EXACT),
     "var_std": (lambda a: a.var(1) + a.std(), (X,), FP32),
+    # empty reductions: the op's identity (sum 0, prod 1, any False, all True), mean NaN
+    "empty_reductions": (
+        lambda a: torch.stack(
+            [a[:0].sum(), a[:0].prod(), a[:0, 0].sum(), a[:0, 0].prod()]
+            + list(a[:, :0].prod(1)[:2])
+            + [a[:0].any().float(), a[:0].all().float(), a[:, :0].all(1).float().sum()]
+        ),
+        (X,),
+        EXACT,
+    ),
+    "empty_mean": (
+        lambda a: _nan_inf(torch.cat([a[:, :0].mean(1), torch.var_mean(a[:, :0], 1)[1]])),
+        (X,),
+        EXACT,
+    ),
     # no degrees of freedom: sum / max(0, n - correction) is NaN (zero sum) or inf
     "var_no_dof": (
         lambda a: _nan_inf(

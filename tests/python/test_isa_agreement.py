@@ -65,6 +65,7 @@ IMG3 = torch.randn(1, 3, 5, 6, 7)
 RM = torch.randn(6)
 RV = torch.rand(6) + 0.5
 BIG = torch.randn(4, 6, 56, 56)  # streams through SBUF (not resident) in batch norm
+SCAT_I = torch.tensor([[4, 4, 3, 0, 1], [2, 0, 4, 2, 4], [3, 4, 0, 0, 1]])  # repeats
 NLL_T = torch.arange(37) * 7 % 300
 NLL_T[::5] = 4  # ignore_index in some cases
 
@@ -190,6 +191,22 @@ CASES = {
     "index_put_acc": (
         lambda a: a.index_put(
             (IDX.to(a.device),), torch.ones(4, 300, device=a.device), accumulate=True
+        ),
+        (X,),
+        FP32,
+    ),
+    # index_add's alpha scales the source; scatter's reduce accumulates or multiplies in
+    "index_add_alpha": (
+        lambda a: a.index_add(0, IDX.to(a.device), a[:4] * 0.5, alpha=-3),
+        (X,),
+        FP32,
+    ),
+    "scatter_reduce_arg": (
+        lambda a: torch.stack(
+            [
+                a[:5, :5].scatter(0, SCAT_I.to(a.device), a[5:10, :5], reduce=r)
+                for r in ("add", "multiply")
+            ]
         ),
         (X,),
         FP32,

@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
 """Prints the op_db coverage table of the neuron device: per OpInfo and dtype, how it ran
-(native kernels, CPU fallback, or no aten op at all) and whether every sample agreed with CPU.
+(native kernels, CPU fallback, or no aten op at all) and whether every sample agreed with CPU,
+then the pass rate over samples and the failing samples per kind.
 
-Reads the report ``tests/python/test_opdb.py`` writes (``out/opdb_report.json``); ``--run``
+Reads the report ``tests/python/test_opdb.py`` writes (``out/opdb_report.json``, in ISA mode
+``out/opdb_isa_report.json``, for the CI subset ``out/opdb_isa_subset_report.json``); ``--run``
 runs the survey first. ``--failing`` lists only the OpInfos with a failing sample.
 
-    .venv/bin/python tools/opdb_coverage.py [--run] [--failing] [--report out/opdb_report.json]
+``--mode isa`` is the ISA-mode benchmark: every op_db sample (float32 and bfloat16, forward and
+gradients) with the device's programs computing the values into poisoned outputs (~10 minutes on
+this machine). A sample passes when the device computed it (no CPU fallback, no host values)
+and it agrees with the CPU; the ISA pass rate is passing samples over all samples.
+
+    .venv/bin/python tools/opdb_coverage.py [--run] [--mode fast|isa] [--subset N] [--failing]
 """
 
 from __future__ import annotations
@@ -38,13 +45,20 @@ def _status(entry: dict) -> tuple[str, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--report", default=os.path.join(REPO, "out", "opdb_report.json"))
+    ap.add_argument("--report", default=None, help="default: the report of --mode/--subset")
     ap.add_argument("--run", action="store_true", help="run the op_db survey first")
+    ap.add_argument("--mode", choices=("fast", "isa"), default="fast")
+    ap.add_argument("--subset", type=int, default=0, help="the CI subset (one sample in N)")
     ap.add_argument("--failing", action="store_true", help="list only failing OpInfos")
     args = ap.parse_args()
+    if args.report is None:
+        suffix = "" if args.mode == "fast" and not args.subset else f"_{args.mode}"
+        suffix += "_subset" if args.subset else ""
+        args.report = os.path.join(REPO, "out", f"opdb{suffix}_report.json")
     if args.run:
         test = os.path.join(REPO, "tests", "python", "test_opdb.py")
-        subprocess.run([sys.executable, test], check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        cmd = [sys.executable, test, "--mode", args.mode, "--subset", str(args.subset)]
+        subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
     try:
         with open(args.report) as f:
             report = json.load(f)
@@ -104,7 +118,30 @@ def main() -> int:
             f"{t.get('grad_disagree', 0)} disagree, "
             f"{t.get('grad_neuron_only_error', 0)} raise only on neuron"
         )
+    _print_pass_rate(report)
     return 0
+
+
+def _print_pass_rate(report: dict) -> None:
+    """The pass rate over samples and the failing samples per kind (forward and gradients)."""
+    t = report.get("totals", {})
+    mode = report.get("mode", "fast")
+    what = f"{mode} mode" + (f", subset 1 in {report['subset']}" if report.get("subset") else "")
+    kinds = ("wrong_value", "raises", "cpu_only_error", "fallback", "host_values")
+    for label, n, p, prefix in (
+        ("samples", t.get("samples", 0), t.get("pass", 0), "samples_"),
+        ("gradient samples", t.get("grad_samples", 0), t.get("grad_pass", 0), "grad_samples_"),
+    ):
+        if not n:
+            continue
+        per_kind = ", ".join(f"{k} {t.get(prefix + k, 0)}" for k in kinds)
+        print(f"{what}: {p} of {n} {label} pass ({100.0 * p / n:.1f}%); not passing: {per_kind}")
+    both = t.get("samples", 0) + t.get("grad_samples", 0)
+    if both:
+        passed = t.get("pass", 0) + t.get("grad_pass", 0)
+        print(f"{what}: pass rate over all samples {passed}/{both} = {100.0 * passed / both:.1f}%")
+    if report.get("crashes"):
+        print(f"crashed OpInfos: {report['crashes']}")
 
 
 if __name__ == "__main__":

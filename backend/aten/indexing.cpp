@@ -14,15 +14,23 @@ using Programs = std::vector<device::Program>;
 
 Programs indexed(const OpInvocation& inv, const at::Tensor& src, const at::Tensor& src_pos,
                  const at::Tensor& dst, const at::Tensor& dst_pos, bool accumulate,
-                 const at::Tensor* clone_from = nullptr) {
+                 const at::Tensor* clone_from = nullptr, float scale = 1.0f,
+                 device::AluOp combine = device::AluOp::kAdd) {
   Programs p;
   if (clone_from)
     p.push_back(
         kernels::build_copy(inv.name, inv.describe(*clone_from), inv.describe(dst), inv.core()));
   p.push_back(kernels::build_indexed_copy(inv.name, inv.describe(src), to_vec(src_pos),
                                           inv.describe(dst), to_vec(dst_pos), accumulate,
-                                          inv.core()));
+                                          inv.core(), scale, combine));
   return p;
+}
+
+// scatter's reduce argument ("" when absent).
+std::string reduce_arg(const OpInvocation& inv) {
+  if (!inv.has_arg("reduce")) return "";
+  const c10::IValue& r = inv.arg("reduce");
+  return r.isString() ? std::string(r.toStringRef()) : "";
 }
 
 // The functional variant of an in-place indexing op writes a copy of self first.
@@ -54,29 +62,36 @@ NativeOpTable indexing_ops() {
                  }});
   for (const char* n : {"aten::scatter", "aten::scatter_add"}) {
     const bool acc = std::string(n) == "aten::scatter_add";
-    ops.push_back({n, [acc](const OpInvocation& inv) {
-                     const at::Tensor out = inv.outputs.at(0);
-                     const at::Tensor idx = on_cpu(inv.arg("index").toTensor());
-                     const at::Tensor dst_pos = positions(out).gather(inv.arg("dim").toInt(), idx);
-                     if (!inv.has_arg("src")) {  // scatter.value: the value fills the positions
-                       Programs p;
-                       if (const at::Tensor* from = clone_source(inv)) {
-                         p.push_back(kernels::build_copy(inv.name, inv.describe(*from),
-                                                         inv.describe(out), inv.core()));
-                       }
-                       p.push_back(kernels::build_indexed_fill(
-                           inv.name, inv.describe(out), to_vec(dst_pos),
-                           static_cast<float>(inv.scalar("value", 0)), inv.core()));
-                       return p;
-                     }
-                     const at::Tensor src = inv.arg("src").toTensor();
-                     std::vector<at::indexing::TensorIndex> sl;
-                     for (int64_t d = 0; d < idx.dim(); ++d)
-                       sl.emplace_back(at::indexing::Slice(0, idx.size(d)));
-                     const at::Tensor src_pos =
-                         idx.dim() ? positions(src).index(sl) : positions(src);
-                     return indexed(inv, src, src_pos, out, dst_pos, acc, clone_source(inv));
-                   }});
+    ops.push_back(
+        {n,
+         [acc](const OpInvocation& inv) {
+           const at::Tensor out = inv.outputs.at(0);
+           const at::Tensor idx = on_cpu(inv.arg("index").toTensor());
+           const at::Tensor dst_pos = positions(out).gather(inv.arg("dim").toInt(), idx);
+           if (!inv.has_arg("src")) {  // scatter.value: the value fills the positions
+             Programs p;
+             if (const at::Tensor* from = clone_source(inv)) {
+               p.push_back(kernels::build_copy(inv.name, inv.describe(*from), inv.describe(out),
+                                               inv.core()));
+             }
+             p.push_back(kernels::build_indexed_fill(inv.name, inv.describe(out), to_vec(dst_pos),
+                                                     static_cast<float>(inv.scalar("value", 0)),
+                                                     inv.core()));
+             return p;
+           }
+           const at::Tensor src = inv.arg("src").toTensor();
+           std::vector<at::indexing::TensorIndex> sl;
+           for (int64_t d = 0; d < idx.dim(); ++d)
+             sl.emplace_back(at::indexing::Slice(0, idx.size(d)));
+           const at::Tensor src_pos = idx.dim() ? positions(src).index(sl) : positions(src);
+           // scatter.reduce: "add" accumulates, "multiply" multiplies in.
+           const std::string reduce = reduce_arg(inv);
+           return indexed(inv, src, src_pos, out, dst_pos, acc || !reduce.empty(),
+                          clone_source(inv), 1.0f,
+                          reduce == "multiply" ? device::AluOp::kMultiply : device::AluOp::kAdd);
+         },
+         // scatter.value_reduce (a value combined in) has no program: CPU fallback.
+         [](const OpInvocation& inv) { return inv.has_arg("src") || reduce_arg(inv).empty(); }});
   }
   ops.push_back({"aten::index", [](const OpInvocation& inv) {
                    const at::Tensor self = inv.tensor(0), out = inv.outputs.at(0);
@@ -112,9 +127,11 @@ NativeOpTable indexing_ops() {
            const at::Tensor out = inv.outputs.at(0), source = inv.arg("source").toTensor();
            const int64_t dim = inv.arg("dim").toInt();
            const at::Tensor idx = on_cpu(inv.arg("index").toTensor()).to(at::kLong);
+           // index_add's alpha scales the source.
+           const float alpha = acc ? static_cast<float>(inv.scalar("alpha", 1.0)) : 1.0f;
            return indexed(inv, source, positions(source), out,
                           positions(out).index_select(dim < 0 ? dim + out.dim() : dim, idx), acc,
-                          clone_source(inv));
+                          clone_source(inv), alpha);
          }});
   }
   ops.push_back(

@@ -1,23 +1,52 @@
-// nll_loss forward and backward: the target positions resolved on the host, then indexed
-// copies and a reduction. mse_loss: the squared difference (elementwise, or summed by
-// kernels/mse_loss.h) and its backward, one elementwise pass.
+// nll_loss forward and backward: the target positions resolved on the host, then the picked
+// log-probabilities and weights gathered, negated, weighted and reduced (kernels/nll_loss.h).
+// mse_loss: the squared difference (elementwise, or summed by kernels/mse_loss.h) and its backward,
+// one elementwise pass.
 #include <ATen/ATen.h>
+
+#include <optional>
 
 #include "aten/index_positions.h"
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/elementwise.h"
-#include "neuronsim/kernels/indexing.h"
 #include "neuronsim/kernels/mse_loss.h"
-#include "neuronsim/kernels/reduction.h"
+#include "neuronsim/kernels/nll_loss.h"
 
 namespace neuronsim::backend {
 namespace {
 
 using Programs = std::vector<device::Program>;
 
-// The programs move and reduce the picked values for the time; they do not negate, weight or
-// write total_weight (and the backward does not scale by it), so ISA mode keeps host values.
-constexpr const char* kNllTimingOnly = "nll_loss programs model time, not values";
+// The optional weight argument (None or an undefined tensor: unweighted).
+std::optional<at::Tensor> weight_arg(const OpInvocation& inv) {
+  if (!inv.has_arg("weight")) return std::nullopt;
+  const c10::IValue& w = inv.arg("weight");
+  if (!w.isTensor() || !w.toTensor().defined()) return std::nullopt;
+  return w.toTensor();
+}
+
+// The targets resolved on the host into per-row positions (the index input read as the
+// runtime's descriptor generation would): self[i, target[i]] and weight[target[i]], -1 for
+// ignore_index. Out-of-range targets raise as the CPU kernel does.
+kernels::NllLossSpec nll_spec(const OpInvocation& inv, const at::Tensor& self, bool weighted) {
+  const at::Tensor target = on_cpu(inv.arg("target").toTensor()).reshape({-1}).to(at::kLong);
+  const int64_t ignore = inv.arg("ignore_index").toInt();
+  const int64_t classes = self.dim() == 1 ? self.numel() : self.size(-1);
+  kernels::NllLossSpec spec;
+  spec.reduction = static_cast<int>(inv.arg("reduction").toInt());
+  const auto t = target.accessor<int64_t, 1>();
+  for (int64_t i = 0; i < target.numel(); ++i) {
+    if (t[i] == ignore) {
+      spec.self_pos.push_back(-1);
+      if (weighted) spec.weight_pos.push_back(-1);
+      continue;
+    }
+    TORCH_CHECK_INDEX(t[i] >= 0 && t[i] < classes, "Target ", t[i], " is out of bounds.");
+    spec.self_pos.push_back(i * classes + t[i]);
+    if (weighted) spec.weight_pos.push_back(t[i]);
+  }
+  return spec;
+}
 
 }  // namespace
 
@@ -25,55 +54,27 @@ NativeOpTable loss_ops() {
   NativeOpTable ops;
   ops.push_back(
       {"aten::nll_loss_forward", [](const OpInvocation& inv) {
-         const at::Tensor self = inv.tensor(0), out = inv.outputs.at(0);
-         const at::Tensor target = on_cpu(inv.arg("target").toTensor()).reshape({-1}).to(at::kLong);
-         const int64_t ignore = inv.arg("ignore_index").toInt();
-         const at::Tensor keep = target != ignore;
-         const int64_t c = self.dim() == 1 ? self.numel() : self.size(-1);
-         const at::Tensor rows = at::arange(target.numel(), at::kLong).masked_select(keep);
-         const at::Tensor pos = rows * c + target.masked_select(keep);
-         Programs p;
-         // The picked values land in the per-sample output (reduction none) or in total_weight's
-         // slot as scratch before the reduction writes the scalar.
-         const at::Tensor picked =
-             out.numel() == rows.numel() && out.numel() > 0 ? out : inv.outputs.at(1);
-         if (pos.numel() && picked.numel() >= 1) {
-           p.push_back(kernels::build_indexed_copy(inv.name, inv.describe(self.reshape({-1})),
-                                                   to_vec(pos), inv.describe(picked.reshape({-1})),
-                                                   std::vector<int64_t>(pos.numel(), 0), false,
-                                                   inv.core()));
-         }
-         kernels::ReduceSpec s;
-         s.scale = 1.0f / static_cast<float>(std::max<int64_t>(1, pos.numel()));
-         if (out.numel() == 1) {
-           p.push_back(kernels::build_reduce(
-               inv.name,
-               inv.describe(self.reshape({-1}).narrow(0, 0, std::max<int64_t>(1, pos.numel()))),
-               inv.describe(out.reshape({1})), s, inv.core()));
-         }
-         return p;
+         const at::Tensor self = inv.tensor(0);
+         const auto weight = weight_arg(inv);
+         const auto spec = nll_spec(inv, self, weight.has_value());
+         const kernels::TensorDesc w = weight ? inv.describe(*weight) : kernels::TensorDesc{};
+         return Programs{kernels::build_nll_loss(
+             inv.name, inv.describe(self), weight ? &w : nullptr, inv.describe(inv.outputs.at(0)),
+             inv.describe(inv.outputs.at(1)), spec, inv.core())};
        }});
-  ops.back().isa_host_values = kNllTimingOnly;
   ops.push_back({"aten::nll_loss_backward", [](const OpInvocation& inv) {
                    const at::Tensor out = inv.outputs.at(0);
-                   const at::Tensor target =
-                       on_cpu(inv.arg("target").toTensor()).reshape({-1}).to(at::kLong);
-                   const int64_t ignore = inv.arg("ignore_index").toInt();
-                   const at::Tensor keep = target != ignore;
-                   const int64_t c = out.dim() == 1 ? out.numel() : out.size(-1);
-                   const at::Tensor pos =
-                       at::arange(target.numel(), at::kLong).masked_select(keep) * c +
-                       target.masked_select(keep);
-                   Programs p{kernels::build_fill(inv.name, inv.describe(out), 0.0f, inv.core())};
-                   const at::Tensor g = inv.arg("grad_output").toTensor().reshape({-1});
-                   if (pos.numel()) {
-                     p.push_back(kernels::build_indexed_copy(
-                         inv.name, inv.describe(g), std::vector<int64_t>(pos.numel(), 0),
-                         inv.describe(out.reshape({-1})), to_vec(pos), false, inv.core()));
-                   }
-                   return p;
+                   const auto weight = weight_arg(inv);
+                   const auto spec = nll_spec(inv, inv.arg("self").toTensor(), weight.has_value());
+                   const kernels::TensorDesc w =
+                       weight ? inv.describe(*weight) : kernels::TensorDesc{};
+                   return Programs{
+                       kernels::build_fill(inv.name, inv.describe(out), 0.0f, inv.core()),
+                       kernels::build_nll_loss_backward(
+                           inv.name, inv.describe(inv.arg("grad_output").toTensor()),
+                           weight ? &w : nullptr, inv.describe(inv.arg("total_weight").toTensor()),
+                           inv.describe(out), spec, inv.core())};
                  }});
-  ops.back().isa_host_values = kNllTimingOnly;
   // mse_loss's reduction: 0 none, 1 mean, 2 sum (at::Reduction).
   NativeOp mse{"aten::mse_loss", [](const OpInvocation& inv) {
                  const at::Tensor self = inv.tensor(0), target = inv.arg("target").toTensor();

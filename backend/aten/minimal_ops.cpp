@@ -89,6 +89,13 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     if (!typed && self.scalar_type() != dst.scalar_type()) return dst;
     const auto program = with_runtime([&](runtime::Runtime& r) {
       const auto hbm = hbm_addresses(r);
+      // To bool: x != 0 (a numeric conversion would round 0.5 to 0 and saturate -2 to 0).
+      if (typed && dst.scalar_type() == at::kBool && self.scalar_type() != at::kBool) {
+        kernels::Expr e;
+        e.alu(device::AluOp::kNotEqual, kernels::Arg::input(0), kernels::Arg::constant(0.0f));
+        return kernels::build_elementwise("copy", {describe(self, hbm)}, describe(dst, hbm), e,
+                                          r.device().params().core);
+      }
       return typed ? kernels::build_copy("copy", describe(self, hbm), describe(dst, hbm),
                                          r.device().params().core)
                    : kernels::build_copy("copy", describe_bytes(self, hbm),

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/reduction.h"
@@ -81,6 +82,11 @@ double norm_order(const OpInvocation& inv) {
   return 2.0;
 }
 
+// 1 / count, NaN for an empty reduction (the CPU's mean of nothing: 0 / 0).
+float mean_scale(int64_t count) {
+  return count > 0 ? 1.0f / static_cast<float>(count) : std::numeric_limits<float>::quiet_NaN();
+}
+
 Programs reduce_program(const OpInvocation& inv, const at::Tensor& in, const at::Tensor& out,
                         kernels::ReduceSpec spec) {
   spec.dims = dims_arg(inv, "dim", in.dim());
@@ -96,9 +102,7 @@ NativeOpTable reduction_ops() {
       const at::Tensor in = inv.tensor(0);
       kernels::ReduceSpec s;
       s.op = op;
-      if (mean)
-        s.scale = 1.0f / static_cast<float>(std::max<int64_t>(
-                             1, reduced_count(in, dims_arg(inv, "dim", in.dim()))));
+      if (mean) s.scale = mean_scale(reduced_count(in, dims_arg(inv, "dim", in.dim())));
       return reduce_program(inv, in, inv.outputs.at(0), s);
     };
   };
@@ -163,12 +167,15 @@ NativeOpTable reduction_ops() {
                      kernels::ReduceSpec s;
                      s.variance = true;
                      s.sqrt = name.find("std") != std::string::npos;
-                     s.scale = 1.0f / static_cast<float>(std::max<double>(
-                                          1.0, static_cast<double>(count) - correction));
+                     // As the CPU: sum / max(0, count - correction), so no degrees of
+                     // freedom give NaN (a zero sum) or inf.
+                     const double dof = std::max(0.0, static_cast<double>(count) - correction);
+                     s.scale = dof > 0 ? static_cast<float>(1.0 / dof)
+                                       : std::numeric_limits<float>::infinity();
                      Programs p = reduce_program(inv, in, inv.outputs.at(0), s);
                      if (inv.outputs.size() > 1) {
                        kernels::ReduceSpec m;
-                       m.scale = 1.0f / static_cast<float>(std::max<int64_t>(1, count));
+                       m.scale = mean_scale(count);
                        auto more = reduce_program(inv, in, inv.outputs[1], m);
                        p.insert(p.end(), more.begin(), more.end());
                      }

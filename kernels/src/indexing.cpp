@@ -80,7 +80,7 @@ Program build_indexed_fill(const std::string& name, const TensorDesc& dst,
 Program build_indexed_copy(const std::string& name, const TensorDesc& src,
                            const std::vector<int64_t>& src_pos, const TensorDesc& dst,
                            const std::vector<int64_t>& dst_pos, bool accumulate,
-                           const CoreParams& core) {
+                           const CoreParams& core, float scale, AluOp combine) {
   if (src_pos.size() != dst_pos.size())
     throw std::invalid_argument("indexed copy: position counts differ");
   const auto runs = make_runs(&src, &src_pos, dst, dst_pos,
@@ -109,7 +109,9 @@ Program build_indexed_copy(const std::string& name, const TensorDesc& src,
     b.emit(qin, isa::dma_copy(acc, run_ap(dst, r.dst, r.len)));
     b.emit(qin, isa::dma_copy(add, run_ap(src, r.src, r.len)));
     b.wait(kVector, b.mark(qin));
-    b.emit(kVector, isa::tensor_tensor(acc, acc, add, AluOp::kAdd));
+    if (scale != 1.0f)
+      b.emit(kVector, isa::tensor_scalar(add, add, AluOp::kMultiply, isa::imm(scale)));
+    b.emit(kVector, isa::tensor_tensor(acc, acc, add, combine));
     b.wait(qout, b.mark(kVector));
     b.emit(qout, isa::dma_copy(run_ap(dst, r.dst, r.len), acc));
     stored = b.mark(qout);

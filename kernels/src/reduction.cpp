@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -359,6 +360,17 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
             first = false;
             x_free[slot] = b.mark(kVector);
           }
+        }
+        if (first) {
+          // Nothing to reduce (an empty reduced dim): the op's identity, as the CPU returns.
+          const ReduceOp op = spec.variance ? ReduceOp::kAdd : spec.op;
+          const float inf = std::numeric_limits<float>::infinity();
+          float identity = op == ReduceOp::kMax ? -inf : inf;
+          if (op == ReduceOp::kAdd) identity = 0.0f;
+          if (op == ReduceOp::kMultiply) identity = 1.0f;
+          if ((spec.nonzero || spec.abs) && (op == ReduceOp::kMax || op == ReduceOp::kMin))
+            identity = op == ReduceOp::kMin ? 1.0f : 0.0f;  // all() / any(), |x| >= 0
+          b.emit(kVector, isa::memset(acc, identity));
         }
         if (spec.variance && pass == 0) {
           b.emit(kVector, isa::tensor_scalar(mean, acc, AluOp::kMultiply,

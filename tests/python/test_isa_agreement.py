@@ -26,7 +26,6 @@ ISA_HOST = {
     "cross_entropy": {
         "aten::arange.start_out": _I64,
         "aten::remainder.Tensor": _I64,
-        "aten::nll_loss_forward": "host values (nll_loss programs model time, not values)",
     },
     "fused_sgd_nesterov": {
         "aten::_fused_sgd_": "outputs sized by the CPU kernel (no usable Meta kernel)"
@@ -66,6 +65,9 @@ IMG3 = torch.randn(1, 3, 5, 6, 7)
 RM = torch.randn(6)
 RV = torch.rand(6) + 0.5
 BIG = torch.randn(4, 6, 56, 56)  # streams through SBUF (not resident) in batch norm
+SCAT_I = torch.tensor([[4, 4, 3, 0, 1], [2, 0, 4, 2, 4], [3, 4, 0, 0, 1]])  # repeats
+NLL_T = torch.arange(37) * 7 % 300
+NLL_T[::5] = 4  # ignore_index in some cases
 
 
 def _bn_train(x, rm, rv):
@@ -82,6 +84,11 @@ def _bn_grads(x, rm, rv, training):
 
 EXACT = 0.0
 FP32 = 1e-5  # relative to the largest magnitude of the result
+
+
+def _nan_inf(t):
+    # NaN never equals itself: compare where the NaNs and infinities are.
+    return torch.stack([t.isnan(), t.isinf(), t.isfinite()])
 
 
 def _ln(a, w, b):
@@ -162,6 +169,12 @@ CASES = {
     # copies and movement
     "transpose_copy": (lambda a: a.t().contiguous(), (X,), EXACT),
     "cast_copy": (lambda a: a.to(torch.float16), (X,), EXACT),
+    # to bool is x != 0 (0.5, -2, nan and 1e-30 are True), not a numeric conversion
+    "cast_bool": (
+        lambda a: torch.cat([a * 0.01, a.new_tensor([0.5, -2.0, float("nan"), 1e-30, 0.0])]).bool(),
+        (X[0],),
+        EXACT,
+    ),
     "cat": (lambda a, b: torch.cat([a, b], 1), (X, Y), EXACT),
     # operands stored transposed relative to the output (TensorE transposes), broadcast rows
     "transposed_operands": (lambda a: a.t() * 0.5 + a.t().contiguous(), (X,), EXACT),
@@ -178,6 +191,22 @@ CASES = {
     "index_put_acc": (
         lambda a: a.index_put(
             (IDX.to(a.device),), torch.ones(4, 300, device=a.device), accumulate=True
+        ),
+        (X,),
+        FP32,
+    ),
+    # index_add's alpha scales the source; scatter's reduce accumulates or multiplies in
+    "index_add_alpha": (
+        lambda a: a.index_add(0, IDX.to(a.device), a[:4] * 0.5, alpha=-3),
+        (X,),
+        FP32,
+    ),
+    "scatter_reduce_arg": (
+        lambda a: torch.stack(
+            [
+                a[:5, :5].scatter(0, SCAT_I.to(a.device), a[5:10, :5], reduce=r)
+                for r in ("add", "multiply")
+            ]
         ),
         (X,),
         FP32,
@@ -214,6 +243,36 @@ CASES = {
     "max_dim": (lambda a: a.max(1), (X,), EXACT),
     "argmax": (lambda a: a.argmax(1), (X,), EXACT),
     "var_std": (lambda a: a.var(1) + a.std(), (X,), FP32),
+    # empty reductions: the op's identity (sum 0, prod 1, any False, all True), mean NaN
+    "empty_reductions": (
+        lambda a: torch.stack(
+            [a[:0].sum(), a[:0].prod(), a[:0, 0].sum(), a[:0, 0].prod()]
+            + list(a[:, :0].prod(1)[:2])
+            + [a[:0].any().float(), a[:0].all().float(), a[:, :0].all(1).float().sum()]
+        ),
+        (X,),
+        EXACT,
+    ),
+    "empty_mean": (
+        lambda a: _nan_inf(torch.cat([a[:, :0].mean(1), torch.var_mean(a[:, :0], 1)[1]])),
+        (X,),
+        EXACT,
+    ),
+    # no degrees of freedom: sum / max(0, n - correction) is NaN (zero sum) or inf
+    "var_no_dof": (
+        lambda a: _nan_inf(
+            torch.stack(
+                [
+                    a[0, 0].var(),
+                    a[:, :1].std(1).sum(),
+                    a[0, :2].var(correction=3),
+                    torch.std_mean(a[0, 0])[0],
+                ]
+            )
+        ),
+        (X,),
+        EXACT,
+    ),
     # a permuted but dense input (strides (130, 2600, 1)): value reductions in memory order
     "permuted_reductions": (
         lambda a: torch.stack([a.sum(), a.mean(), a.var(), a.amax(), a.sum((0, 1)).sum()]),
@@ -359,6 +418,38 @@ CASES = {
         lambda a: F.cross_entropy(a, torch.arange(37, device=a.device) % 300),
         (X,),
         FP32,
+    ),
+    # nll_loss: the target's log-prob gathered, weighted, ignore_index rows zero, each reduction
+    "nll_loss_weighted_ignore": (
+        lambda a, w: torch.stack(
+            [
+                F.nll_loss(a, NLL_T.to(a.device), w, ignore_index=4),
+                F.nll_loss(a, NLL_T.to(a.device), w, reduction="sum", ignore_index=4),
+                F.nll_loss(a, NLL_T.to(a.device), reduction="none", ignore_index=4).sum(),
+                F.nll_loss(a[3], NLL_T[3].to(a.device)),
+            ]
+        ),
+        (X, LW.abs()),
+        FP32,
+    ),
+    "nll_loss_none": (
+        lambda a, w: F.nll_loss(a, NLL_T.to(a.device), w, reduction="none", ignore_index=4),
+        (X, LW.abs()),
+        EXACT,
+    ),
+    "nll_loss_backward": (
+        lambda a, w: torch.autograd.grad(
+            F.nll_loss(a.requires_grad_(), NLL_T.to(a.device), w, ignore_index=4), a
+        )[0],
+        (X, LW.abs()),
+        FP32,
+    ),
+    "nll_loss_backward_none": (
+        lambda a: torch.autograd.grad(
+            F.nll_loss(a.requires_grad_(), NLL_T.to(a.device), reduction="none").square().sum(), a
+        )[0],
+        (X,),
+        EXACT,
     ),
 }
 

@@ -23,9 +23,13 @@ namespace neuronsim::backend {
 
 namespace {
 
+// Read once (getenv scans the environment; this is asked on every op).
 bool exact_64bit() {
-  const char* v = std::getenv("NEURON_SIM_EXACT_64BIT");
-  return v && std::strcmp(v, "1") == 0;
+  static const bool exact = [] {
+    const char* v = std::getenv("NEURON_SIM_EXACT_64BIT");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return exact;
 }
 
 // 64-bit data computed at 32 bits: the value the device would hold.

@@ -30,6 +30,7 @@ thread_local Frame t_frames[kMaxDepth];
 thread_local int t_depth = 0;
 thread_local int t_open = 0;
 thread_local uint64_t t_fallbacks = 0, t_at32 = 0;
+thread_local int t_kernel_depth = 0;  // open BackendKernelScopes
 
 std::mutex g_mutex;
 at::CallbackHandle g_handle = 0;
@@ -86,6 +87,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   if (depth >= kMaxDepth) return nullptr;
   Frame& f = t_frames[depth];
   f.id = -1;
+  if (t_kernel_depth > 0) return nullptr;  // inside a backend kernel: its implementation
   // Under a Python dispatch mode (fake tensors while compiling) the op runs again below the
   // mode on real tensors, or not at all.
   if (c10::impl::tls_local_dispatch_key_set().included_.has(c10::DispatchKey::Python)) {
@@ -122,6 +124,15 @@ const bool g_installed = [] {
 }();
 
 }  // namespace
+
+BackendKernelScope::BackendKernelScope() {
+  if (at::hasThreadLocalCallbacks()) guard_.emplace(false);
+  ++t_kernel_depth;
+}
+
+BackendKernelScope::~BackendKernelScope() {
+  --t_kernel_depth;
+}
 
 void set_op_observer(bool enabled) {
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "aten/op_tracking.h"
+#include "neuronsim/sim/host_profile.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -83,6 +84,7 @@ int32_t op_id(const at::RecordFunction& fn) {
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
+  sim::HostStageScope stage(sim::HostStage::kObserver);
   const int depth = t_depth++;
   if (depth >= kMaxDepth) return nullptr;
   Frame& f = t_frames[depth];
@@ -104,6 +106,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
 }
 
 void on_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
+  sim::HostStageScope stage(sim::HostStage::kObserver);
   if (t_depth == 0) return;  // entered before the observer was installed
   const int depth = --t_depth;
   if (depth >= kMaxDepth) return;

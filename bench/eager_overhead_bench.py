@@ -13,8 +13,14 @@ iteration and stage (sim/host_profile.h): the stages inside the backend, and "ou
 the PyTorch dispatcher, autograd and the allocator) as the rest of the wall time.
 
     NEURONSIM_HOST_PROFILE=1 .venv/bin/python bench/eager_overhead_bench.py
+
+On a shared machine a single timed loop mostly measures the neighbours: each case runs
+--repeats (default 5) timed loops per side, CPU and neuron alternating, and the ratio is that of
+the best (lowest) wall time of each side; the stage breakdown is the neuron side's best loop.
+The "cpu-time ratio" column is the same comparison in this process's CPU time.
 """
 
+import argparse
 import time
 
 import neuronsim
@@ -32,7 +38,33 @@ def bench(fn, iters, clock=time.perf_counter):
     return (clock() - t0) / iters
 
 
+def best_of(make, iters, repeats):
+    """CPU and neuron timed loops alternating; the best wall (and process CPU) time of each
+    side, the neuron side's stage totals and simulated us per iteration of its best loop."""
+    cpu_fn, dev_fn = make("cpu"), make("neuron")
+    best = {"cpu": (float("inf"), float("inf")), "neuron": (float("inf"), float("inf"))}
+    stages, sim_us = None, 0.0
+    hits0, misses0, _ = neuronsim._C._program_cache_stats()
+    for _ in range(repeats):
+        for side, fn in (("cpu", cpu_fn), ("neuron", dev_fn)):
+            t_sim0 = neuronsim.simulated_time_ns()
+            c0 = time.process_time()
+            wall = bench(fn, iters)
+            cpu = (time.process_time() - c0) / (iters + 1)  # the warm-up call included
+            if side == "neuron" and wall < best[side][0]:
+                stages = neuronsim._C._host_profile()
+                sim_us = (neuronsim.simulated_time_ns() - t_sim0) / 1e3 / (iters + 1)
+            best[side] = (min(best[side][0], wall), min(best[side][1], cpu))
+    hits, misses, _ = neuronsim._C._program_cache_stats()
+    lookups = (hits - hits0) + (misses - misses0)
+    hit_rate = (hits - hits0) / lookups if lookups else float("nan")
+    return best["cpu"], best["neuron"], stages, sim_us, hit_rate
+
+
 def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=5, help="timed loops per side and case")
+    args = parser.parse_args()
     torch.manual_seed(0)
     cases = []
 
@@ -91,21 +123,19 @@ def main():
         ("MLP train step", train_step, 30, None),
     ]
     profile = neuronsim._C._host_profile_enabled()
-    print(f"{'case':<18}{'cpu ms':>10}{'neuron ms':>12}{'ratio':>8}{'goal':>8}{'sim us/iter':>14}")
+    print(
+        f"{'case':<18}{'cpu ms':>10}{'neuron ms':>12}{'ratio':>8}{'goal':>8}"
+        f"{'cpu-time ratio':>16}{'sim us/iter':>14}"
+    )
     breakdown = []
     for name, make, iters, goal in cases:
-        cpu = bench(make("cpu"), iters)
-        fn = make("neuron")
-        t_sim0 = neuronsim.simulated_time_ns()
-        dev = bench(fn, iters)
-        stages = neuronsim._C._host_profile()
-        sim_us = (neuronsim.simulated_time_ns() - t_sim0) / 1e3 / (iters + 1)
+        (cpu, cpu_t), (dev, dev_t), stages, sim_us, hit_rate = best_of(make, iters, args.repeats)
         verdict = "" if goal is None else f"{'<=' if dev / cpu <= goal else '>'}{goal}"
         print(
             f"{name:<18}{cpu * 1e3:>10.3f}{dev * 1e3:>12.3f}{dev / cpu:>8.2f}{verdict:>8}"
-            f"{sim_us:>14.2f}"
+            f"{dev_t / cpu_t:>16.2f}{sim_us:>14.2f}"
         )
-        breakdown.append((name, iters, dev, stages))
+        breakdown.append((name, iters, dev, stages, hit_rate))
     if profile:
         print_breakdown(breakdown)
     observer_cost([("add 64x64", small_add, 2000), ("100 small ops", small_op_loop, 20)])
@@ -134,18 +164,23 @@ def observer_cost(cases):
 
 
 def print_breakdown(rows):
-    """Host microseconds per iteration and stage on the neuron side."""
+    """Host microseconds per iteration and stage on the neuron side, and the program cache's
+    hit rate over the case's neuron loops (warm-ups included)."""
     names = list(rows[0][3])
     print("\nhost us per iteration by stage (NEURONSIM_HOST_PROFILE=1)")
-    print(f"{'case':<18}" + "".join(f"{n:>12}" for n in names) + f"{'outside':>12}{'ops':>8}")
-    for name, iters, wall, stages in rows:
+    print(
+        f"{'case':<18}"
+        + "".join(f"{n:>12}" for n in names)
+        + f"{'outside':>12}{'ops':>8}{'cache hit':>11}"
+    )
+    for name, iters, wall, stages, hit_rate in rows:
         per = {n: ns / 1e3 / iters for n, (ns, _) in stages.items()}
         outside = max(0.0, wall * 1e6 - sum(per.values()))
         ops = (stages["dispatch"][1] + stages["fallback"][1]) / iters
         print(
             f"{name:<18}"
             + "".join(f"{per[n]:>12.2f}" for n in names)
-            + f"{outside:>12.2f}{ops:>8.0f}"
+            + f"{outside:>12.2f}{ops:>8.0f}{hit_rate:>11.1%}"
         )
 
 

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "neuronsim/device/errors.h"
+#include "neuronsim/sim/host_profile.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -59,6 +60,7 @@ runtime::Runtime& rt() {
 
 void free_device_memory(void* ptr) {
   if (!ptr || !runtime::Runtime::initialized()) return;
+  sim::HostStageScope stage(sim::HostStage::kAlloc);
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   runtime::Runtime::instance().free(ptr);
 }

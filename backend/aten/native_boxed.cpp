@@ -1,6 +1,8 @@
 #include "aten/native_boxed.h"
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <c10/core/DeviceGuard.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -23,9 +25,13 @@ namespace neuronsim::backend {
 
 namespace {
 
+// Read once (getenv scans the environment; this is asked on every op).
 bool exact_64bit() {
-  const char* v = std::getenv("NEURON_SIM_EXACT_64BIT");
-  return v && std::strcmp(v, "1") == 0;
+  static const bool exact = [] {
+    const char* v = std::getenv("NEURON_SIM_EXACT_64BIT");
+    return v && std::strcmp(v, "1") == 0;
+  }();
+  return exact;
 }
 
 // 64-bit data computed at 32 bits: the value the device would hold.
@@ -94,7 +100,13 @@ at::Tensor to_device(const at::Tensor& cpu, const std::vector<CpuArg>& seen, con
     }
   }
   at::Tensor src = emulate64 ? round_to_32(cpu) : cpu;
-  at::Tensor out = at::empty_strided(src.sizes(), src.strides(), src.options().device(dev));
+  // Straight from the device allocator, as the backend's empty_strided kernel does: not through
+  // the dispatcher, whose RecordFunction call (inputs captured for the op observer) costs more
+  // than the allocation for a small op.
+  const c10::DeviceGuard guard(dev);
+  at::Tensor out = at::detail::empty_strided_generic(
+      src.sizes(), src.strides(), c10::GetAllocator(c10::DeviceType::PrivateUse1),
+      c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), src.scalar_type());
   if (src.is_non_overlapping_and_dense()) {
     if (src.numel()) std::memcpy(out.data_ptr(), src.data_ptr(), src.numel() * src.element_size());
   } else {

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "aten/op_tracking.h"
+#include "neuronsim/sim/host_profile.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -30,6 +31,7 @@ thread_local Frame t_frames[kMaxDepth];
 thread_local int t_depth = 0;
 thread_local int t_open = 0;
 thread_local uint64_t t_fallbacks = 0, t_at32 = 0;
+thread_local int t_kernel_depth = 0;  // open BackendKernelScopes
 
 std::mutex g_mutex;
 at::CallbackHandle g_handle = 0;
@@ -82,10 +84,12 @@ int32_t op_id(const at::RecordFunction& fn) {
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
+  sim::HostStageScope stage(sim::HostStage::kObserver);
   const int depth = t_depth++;
   if (depth >= kMaxDepth) return nullptr;
   Frame& f = t_frames[depth];
   f.id = -1;
+  if (t_kernel_depth > 0) return nullptr;  // inside a backend kernel: its implementation
   // Under a Python dispatch mode (fake tensors while compiling) the op runs again below the
   // mode on real tensors, or not at all.
   if (c10::impl::tls_local_dispatch_key_set().included_.has(c10::DispatchKey::Python)) {
@@ -102,6 +106,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
 }
 
 void on_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
+  sim::HostStageScope stage(sim::HostStage::kObserver);
   if (t_depth == 0) return;  // entered before the observer was installed
   const int depth = --t_depth;
   if (depth >= kMaxDepth) return;
@@ -122,6 +127,15 @@ const bool g_installed = [] {
 }();
 
 }  // namespace
+
+BackendKernelScope::BackendKernelScope() {
+  if (at::hasThreadLocalCallbacks()) guard_.emplace(false);
+  ++t_kernel_depth;
+}
+
+BackendKernelScope::~BackendKernelScope() {
+  --t_kernel_depth;
+}
 
 void set_op_observer(bool enabled) {
   std::lock_guard<std::mutex> lock(g_mutex);

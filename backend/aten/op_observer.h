@@ -7,6 +7,7 @@
 #include <ATen/record_function.h>
 
 #include <cstdint>
+#include <optional>
 
 namespace neuronsim::backend {
 
@@ -21,15 +22,21 @@ void note_fallback_in_open_ops();
 void note_32bit_in_open_ops();
 
 /// Marks a backend kernel running on this thread: the ops it dispatches internally (output
-/// allocation, host copies) are its implementation, not ops of the user's program, so
-/// RecordFunction is off inside it (observers, the profiler included, see the op itself; each
-/// internal op would otherwise pay the observer's per-op cost).
+/// allocation, host copies) are its implementation, not ops of the user's program. The op
+/// observer ignores them (a thread-local depth it reads first). When thread-local RecordFunction
+/// callbacks are installed (the profiler's), RecordFunction is also turned off inside the kernel,
+/// so they see the op itself only. Without them it stays on: turning it off and on again
+/// rebuilds the thread's callback lists twice per op (a lock and copies, about 0.5 us), more
+/// than the few internal ops cost the observer's early return.
 class BackendKernelScope {
  public:
-  BackendKernelScope() : guard_(false) {}
+  BackendKernelScope();
+  ~BackendKernelScope();
+  BackendKernelScope(const BackendKernelScope&) = delete;
+  BackendKernelScope& operator=(const BackendKernelScope&) = delete;
 
  private:
-  at::RecordFunctionGuard guard_;
+  std::optional<at::RecordFunctionGuard> guard_;
 };
 
 }  // namespace neuronsim::backend

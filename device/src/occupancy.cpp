@@ -6,6 +6,7 @@ namespace neuronsim::device {
 
 uint64_t OccupancyTracker::add(uint32_t p0, uint32_t p1, uint64_t lo, uint64_t hi) {
   p1 = std::min<uint32_t>(p1, static_cast<uint32_t>(per_partition_.size()));
+  dirty_ = true;
   for (uint32_t p = p0; p < p1; ++p) {
     auto& m = per_partition_[p];
     uint64_t nlo = lo, nhi = hi;

@@ -15,8 +15,12 @@ SemaphoreBank::SemaphoreBank(sc_core::sc_module_name name, uint32_t count)
 }
 
 void SemaphoreBank::reset() {
-  std::fill(values_.begin(), values_.end(), 0);
-  for (auto& h : history_) h.clear();
+  // Only semaphores the last program changed (a few of the bank's) have anything to clear.
+  for (uint32_t sem : touched_) {
+    values_[sem] = 0;
+    history_[sem].clear();
+  }
+  touched_.clear();
   pending_ = {};
   tick_.cancel();
 }
@@ -36,6 +40,7 @@ void SemaphoreBank::signal_at(uint32_t sem, int64_t delta, sim::SimTime when) {
 }
 
 void SemaphoreBank::add(uint32_t sem, int64_t delta, uint64_t now_ps) {
+  if (history_[sem].empty()) touched_.push_back(sem);
   values_[sem] += delta;
   history_[sem].emplace_back(values_[sem], now_ps);
   changed_[sem]->notify(sc_core::SC_ZERO_TIME);

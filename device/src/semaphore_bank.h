@@ -44,6 +44,7 @@ class SemaphoreBank : public sc_core::sc_module {
   std::vector<int64_t> values_;
   // (value, time in ps) after every change, per semaphore: when a wait's condition became true.
   std::vector<std::vector<std::pair<int64_t, uint64_t>>> history_;
+  std::vector<uint32_t> touched_;  // semaphores changed since the last reset
   std::vector<std::unique_ptr<sc_core::sc_event>> changed_;
   std::priority_queue<Pending, std::vector<Pending>, std::greater<>> pending_;
   sc_core::sc_event tick_;

@@ -49,6 +49,10 @@ std::string_view host_stage_name(HostStage s) {
       return "op_tracking";
     case HostStage::kFallback:
       return "fallback";
+    case HostStage::kAlloc:
+      return "alloc";
+    case HostStage::kObserver:
+      return "observer";
     case HostStage::kCount:
       break;
   }

@@ -222,6 +222,30 @@ TEST(Concurrency, IndependentEnginesRunConcurrently) {
 
 // A stream waiting on a semaphore nobody signals: run() reports every blocked engine with its
 // semaphore, unwinds, and the device runs the next program normally.
+// A launch resets only the semaphores the previous program changed: a value a program left
+// behind must not satisfy the next program's wait, and an untouched semaphore stays at zero.
+TEST(Concurrency, SemaphoresAProgramRaisedStartAtZeroInTheNext) {
+  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  const auto tile = isa::sbuf_tile(DType::kFp32, 128, 0, 1024);
+  device::Program raise;
+  raise.name = "raise";
+  auto& vec = raise.stream(kernels::kVector).instructions;
+  vec.push_back(isa::memset(tile, 1.0f));
+  vec.push_back(isa::sem_signal(40, 3));
+  vec.push_back(isa::sem_signal(7, 1));
+  dev->run(0, raise);
+  for (const uint16_t sem : {40, 7, 41}) {
+    device::Program wait;
+    wait.name = "wait";
+    wait.stream(kernels::kVector).instructions.push_back(isa::sem_wait(sem, 1));
+    EXPECT_THROW(dev->run(0, wait), device::DeadlockError) << "semaphore " << sem;
+  }
+  dev->run(0, raise);  // raised again after a deadlock's reset, and waited for in the same run
+  device::Program both = raise;
+  both.stream(kernels::kScalar).instructions.push_back(isa::sem_wait(40, 3));
+  EXPECT_NO_THROW(dev->run(0, both));
+}
+
 TEST(Concurrency, UnsignalledSemaphoreThrowsDeadlockErrorAndDeviceRecovers) {
   auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
   const auto& core = dev->params().core;

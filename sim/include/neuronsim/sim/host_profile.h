@@ -19,6 +19,8 @@ enum class HostStage : uint8_t {
   kTrace,       // recording the op, launch and kernel into an active trace
   kOpTracking,  // native / fallback op counts
   kFallback,    // the CPU fallback (copies through the simulated DMA and the CPU kernel)
+  kAlloc,       // device memory: the caching allocator's allocate and free
+  kObserver,    // the op-tracking RecordFunction observer's enter and exit callbacks
   kCount
 };
 std::string_view host_stage_name(HostStage s);

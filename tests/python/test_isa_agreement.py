@@ -308,6 +308,18 @@ CASES = {
         (IMG, RM, RV),
         FP32,
     ),
+    # group norm (rows (n, g) on partitions; parameters broadcast and gradients summed on TensorE)
+    "group_norm": (lambda x, rm, rv: F.group_norm(x, 3, rv, rm), (IMG, RM, RV), FP32),
+    "group_norm_backward": (
+        lambda x, rm, rv: torch.autograd.grad(
+            F.group_norm(x.requires_grad_(), 2, rv.requires_grad_(), rm.requires_grad_())
+            .square()
+            .sum(),
+            (x, rv, rm),
+        ),
+        (BIG, RM, RV),
+        1e-4,
+    ),
     # pooling (max pooling returns int64 indices, so ISA mode keeps its host values)
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (IMG,), FP32),
     "avg_pool2d_no_pad_count": (

@@ -320,6 +320,15 @@ CASES = {
         (BIG, RM, RV),
         1e-4,
     ),
+    # upsampling (planes on partitions; segment copies, bilinear weights from an iota)
+    "upsample_nearest2d": (lambda x: F.interpolate(x, size=(17, 23)), (IMG,), EXACT),
+    "upsample_bilinear2d_backward": (
+        lambda x: torch.autograd.grad(
+            F.interpolate(x.requires_grad_(), scale_factor=2, mode="bilinear").square().sum(), x
+        )[0],
+        (IMG,),
+        FP32,
+    ),
     # pooling (max pooling returns int64 indices, so ISA mode keeps its host values)
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (IMG,), FP32),
     "avg_pool2d_no_pad_count": (

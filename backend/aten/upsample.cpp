@@ -1,6 +1,7 @@
 // upsample_nearest1d/2d/3d, upsample_bilinear2d and their backwards (F.interpolate's nearest and
-// bilinear modes): the kernel library's upsampling, planes on partitions. Contiguous inputs whose
-// planes fit SBUF run native; channels_last and larger planes take the CPU fallback.
+// bilinear modes): the kernel library's upsampling, planes on partitions. Inputs whose (n, c)
+// planes are one stride apart (contiguous, expanded) and fit SBUF run native; channels_last and
+// larger planes take the CPU fallback.
 #include <ATen/ATen.h>
 
 #include "accelerator/context.h"
@@ -53,9 +54,13 @@ Programs build(const OpInvocation& inv) {
 
 bool supports(const OpInvocation& inv) {
   const at::Tensor x = inv.tensor(0);
-  if (!x.defined() || !c10::isFloatingType(x.scalar_type()) || !x.is_contiguous()) return false;
+  auto mergeable = [](const at::Tensor& t) {
+    return kernels::upsample_planes_mergeable(t.sizes().vec(), t.strides().vec());
+  };
+  if (!x.defined() || !c10::isFloatingType(x.scalar_type()) || !mergeable(x)) return false;
   for (const char* n : {"out", "grad_input"}) {
-    if (inv.has_arg(n) && inv.arg(n).isTensor() && !inv.arg(n).toTensor().is_contiguous())
+    if (inv.has_arg(n) && inv.arg(n).isTensor() && inv.arg(n).toTensor().numel() > 0 &&
+        !mergeable(inv.arg(n).toTensor()))
       return false;
   }
   kernels::UpsampleSpec s;

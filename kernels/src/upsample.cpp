@@ -127,10 +127,15 @@ Layout layout_of(const UpsampleSpec& s) {
   return l;
 }
 
-void check(const std::string& name, const TensorDesc& t, int64_t numel, const char* role) {
-  if (!t.contiguous() || static_cast<int64_t>(t.numel()) != numel) {
-    throw std::invalid_argument(fmt::format("{}: {} {} must be contiguous with {} elements", name,
-                                            role, t.to_string(), numel));
+void check(const std::string& name, const TensorDesc& t, const UpsampleSpec& s, bool out_side,
+           const char* role) {
+  bool ok = upsample_planes_mergeable(t.sizes, t.strides) && t.dim() == s.dims + 2 &&
+            t.sizes[0] * t.sizes[1] == s.planes;
+  for (int64_t d = 0; ok && d < s.dims; ++d) ok = t.sizes[2 + d] == (out_side ? s.out : s.in)[d];
+  if (!ok) {
+    throw std::invalid_argument(
+        fmt::format("{}: {} {} does not match the spec or its planes are not one stride apart",
+                    name, role, t.to_string()));
   }
 }
 
@@ -253,8 +258,14 @@ Buffers alloc(ProgramBuilder& b, const Layout& l) {
   return f;
 }
 
-AccessPattern planes_ap(const TensorDesc& t, int64_t q0, uint32_t p, int64_t per_plane) {
-  return hbm_ap(t, q0 * per_plane, p, per_plane, {{1, static_cast<uint32_t>(per_plane)}});
+// Planes [q0, q0 + p) of an [N, C, *spatial] tensor whose (n, c) planes are one stride apart,
+// each plane's spatial elements in order.
+AccessPattern planes_ap(const TensorDesc& t, int64_t q0, uint32_t p) {
+  const int64_t ps = t.sizes[1] == 1 ? t.strides[0] : t.strides[1];
+  std::vector<Dim> dims;
+  for (int64_t d = 2; d < t.dim(); ++d)
+    dims.push_back({t.strides[d], static_cast<uint32_t>(t.sizes[d])});
+  return conv::with_dims(hbm_ap(t, q0 * ps, p, ps, {}), dims);
 }
 
 void check_spec(const std::string& name, const UpsampleSpec& s, const CoreParams& core) {
@@ -266,6 +277,12 @@ void check_spec(const std::string& name, const UpsampleSpec& s, const CoreParams
 }
 
 }  // namespace
+
+bool upsample_planes_mergeable(const std::vector<int64_t>& sizes,
+                               const std::vector<int64_t>& strides) {
+  return sizes.size() >= 3 && sizes.size() == strides.size() &&
+         (sizes[0] == 1 || sizes[1] == 1 || strides[0] == sizes[1] * strides[1]);
+}
 
 bool upsample_fits(const UpsampleSpec& s, const CoreParams& core) {
   if (s.dims < 1 || s.dims > 3 || (s.linear && s.dims != 2) || s.planes < 0) return false;
@@ -282,8 +299,8 @@ Program build_upsample(const std::string& name, const TensorDesc& input, const T
                        const UpsampleSpec& s, const CoreParams& core) {
   check_spec(name, s, core);
   const Layout l = layout_of(s);
-  check(name, input, s.planes * l.s_in, "input");
-  check(name, out, s.planes * l.s_out, "output");
+  check(name, input, s, false, "input");
+  check(name, out, s, true, "output");
   ProgramBuilder b(name, core);
   const Buffers f = alloc(b, l);
   const uint32_t P = core.sbuf.partitions;
@@ -301,7 +318,7 @@ Program build_upsample(const std::string& name, const TensorDesc& input, const T
     Emitter& em = e;
     em.set_partitions(p);
     b.wait(qin, free_all);
-    b.emit(qin, isa::dma_copy(em.flat(f.x, l.s_in), planes_ap(input, q0, p, l.s_in)));
+    b.emit(qin, isa::dma_copy(em.flat(f.x, l.s_in), planes_ap(input, q0, p)));
     b.wait(kVector, b.mark(qin));
     b.wait(kVector, free_all);
     // Innermost dim first; the last stage writes y.
@@ -327,7 +344,7 @@ Program build_upsample(const std::string& name, const TensorDesc& input, const T
       src = dst;
     }
     b.wait(qout, b.mark(kVector));
-    b.emit(qout, isa::dma_copy(planes_ap(out, q0, p, l.s_out), em.flat(f.y, l.s_out)));
+    b.emit(qout, isa::dma_copy(planes_ap(out, q0, p), em.flat(f.y, l.s_out)));
     free_all = b.mark(qout);
   }
   return std::move(b).build();
@@ -338,8 +355,8 @@ Program build_upsample_backward(const std::string& name, const TensorDesc& grad_
                                 const CoreParams& core) {
   check_spec(name, s, core);
   const Layout l = layout_of(s);
-  check(name, grad_out, s.planes * l.s_out, "grad_output");
-  check(name, grad_input, s.planes * l.s_in, "grad_input");
+  check(name, grad_out, s, true, "grad_output");
+  check(name, grad_input, s, false, "grad_input");
   ProgramBuilder b(name, core);
   const Buffers f = alloc(b, l);
   const uint32_t P = core.sbuf.partitions;
@@ -357,7 +374,7 @@ Program build_upsample_backward(const std::string& name, const TensorDesc& grad_
     Emitter& em = e;
     em.set_partitions(p);
     b.wait(qin, free_all);
-    b.emit(qin, isa::dma_copy(em.flat(f.y, l.s_out), planes_ap(grad_out, q0, p, l.s_out)));
+    b.emit(qin, isa::dma_copy(em.flat(f.y, l.s_out), planes_ap(grad_out, q0, p)));
     b.wait(kVector, b.mark(qin));
     b.wait(kVector, free_all);
     // Outermost dim first; the last stage writes x (the input gradient).
@@ -387,7 +404,7 @@ Program build_upsample_backward(const std::string& name, const TensorDesc& grad_
       src = dst;
     }
     b.wait(qout, b.mark(kVector));
-    b.emit(qout, isa::dma_copy(planes_ap(grad_input, q0, p, l.s_in), em.flat(f.x, l.s_in)));
+    b.emit(qout, isa::dma_copy(planes_ap(grad_input, q0, p), em.flat(f.x, l.s_in)));
     free_all = b.mark(qout);
   }
   return std::move(b).build();

@@ -361,6 +361,12 @@ CASES = {
         (X, LW, LB),
         FP32,
     ),
+    "softplus_backward": (
+        lambda a: torch.autograd.grad(F.softplus(a.requires_grad_() * 8, beta=2).sum(), a)[0],
+        (X,),
+        FP32,
+    ),
+    "sgn": (lambda a: torch.sgn(a.masked_fill(a.abs() < 0.3, 0)), (X,), EXACT),
     "gelu_backward": (
         lambda a: torch.autograd.grad(F.gelu(a.requires_grad_()).sum(), a)[0],
         (X,),

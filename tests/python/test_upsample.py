@@ -82,6 +82,18 @@ def test_interpolate_matches_cpu_with_gradients(name, dtype):
         torch.testing.assert_close(a, e, **TOL[dtype])
 
 
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_interpolate_sum_backward_expanded_gradient(mode):
+    """loss.sum() hands the backward an expanded (stride-0) gradient: still native."""
+    x = torch.randn(2, 3, 5, 6)
+    xc, xd = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
+    F.interpolate(xc, scale_factor=2, mode=mode).sum().backward()
+    neuronsim.clear_op_tracking()
+    F.interpolate(xd, scale_factor=2, mode=mode).sum().backward()
+    assert not (_base(neuronsim.get_fallback_ops()) & FAMILY), neuronsim.get_fallback_ops()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad)
+
+
 def test_upsample_out_and_channels_last():
     x = torch.randn(2, 3, 4, 5)
     out = torch.empty(2, 3, 8, 10, device="neuron")

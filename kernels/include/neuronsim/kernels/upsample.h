@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "neuronsim/device/params.h"
 #include "neuronsim/device/program.h"
@@ -27,11 +28,16 @@ struct UpsampleSpec {
   std::array<std::optional<double>, 3> scales;       // the op's scale arguments, per dim
 };
 
-/// out from input (both contiguous).
+/// Whether an [N, C, *spatial] layout's (n, c) planes are one stride apart (any strides within a
+/// plane): contiguous tensors, expanded gradients (stride 0), slices along N or C.
+bool upsample_planes_mergeable(const std::vector<int64_t>& sizes,
+                               const std::vector<int64_t>& strides);
+
+/// out from input.
 device::Program build_upsample(const std::string& name, const TensorDesc& input,
                                const TensorDesc& out, const UpsampleSpec& spec,
                                const device::CoreParams& core);
-/// grad_input from grad_out (both contiguous).
+/// grad_input from grad_out.
 device::Program build_upsample_backward(const std::string& name, const TensorDesc& grad_out,
                                         const TensorDesc& grad_input, const UpsampleSpec& spec,
                                         const device::CoreParams& core);

@@ -366,6 +366,11 @@ CASES = {
         (X,),
         FP32,
     ),
+    "unfold_backward": (
+        lambda a: torch.autograd.grad(a.requires_grad_().unfold(1, 7, 3).square().sum(), a)[0],
+        (X,),
+        FP32,
+    ),
     "sgn": (lambda a: torch.sgn(a.masked_fill(a.abs() < 0.3, 0)), (X,), EXACT),
     "gelu_backward": (
         lambda a: torch.autograd.grad(F.gelu(a.requires_grad_()).sum(), a)[0],

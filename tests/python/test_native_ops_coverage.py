@@ -1,8 +1,8 @@
 """Ops that used to take the CPU fallback run natively and match CPU: division with rounding
 (floor_divide, div with rounding_mode floor/trunc: integer routing in MoE models), flip/roll
 (DMA only), eye, linspace/logspace, erfinv, bitwise shifts, isin, unique, mse_loss and its
-backward, sgn (real dtypes), softplus_backward and log_sigmoid_backward, and zero-filling a
-complex tensor. Each on its op_db samples (float32, plus int32 and
+backward, sgn (real dtypes), softplus_backward, log_sigmoid_backward and unfold_backward, and
+zero-filling a complex tensor. Each on its op_db samples (float32, plus int32 and
 int64 where the OpInfo has them), with none of its ATen ops on the CPU fallback; plus the
 division-by-zero semantics of the CPU (integers raise, floats give inf/nan) and a training step
 through flip and roll.
@@ -139,6 +139,39 @@ def test_activation_backwards_native_and_match_cpu(fn, backward_op):
     assert backward_op not in _base_names(neuronsim.get_fallback_ops())
     assert backward_op in _base_names(neuronsim.get_executed_ops())
     torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "shape,dim,size,step",
+    [
+        ((4, 10), 1, 3, 2),  # overlapping windows skip none
+        ((4, 10), 1, 4, 3),  # the last position is in no window
+        ((3, 9, 5), 1, 2, 4),  # gaps between windows, inner dims
+        ((2, 3, 12), -1, 5, 1),  # every position in up to five windows
+        ((150, 7), 1, 7, 1),  # more rows than one partition tile
+        ((6,), 0, 2, 2),
+    ],
+)
+def test_unfold_backward_native_and_matches_cpu(shape, dim, size, step):
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    xc, xd = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
+    wc = xc.unfold(dim, size, step)
+    g = torch.randn(wc.shape)
+    wc.backward(g)
+    neuronsim.clear_op_tracking()
+    xd.unfold(dim, size, step).backward(g.to("neuron"))
+    assert "aten::unfold_backward" in _base_names(neuronsim.get_executed_ops())
+    assert not neuronsim.get_fallback_ops(), neuronsim.get_fallback_ops()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6)
+    # loss.sum() hands the backward an expanded gradient: still native.
+    xd.grad = None
+    neuronsim.clear_op_tracking()
+    xd.unfold(dim, size, step).sum().backward()
+    assert "aten::unfold_backward" not in _base_names(neuronsim.get_fallback_ops())
+    xc.grad = None
+    xc.unfold(dim, size, step).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad)
 
 
 def test_integer_division_semantics_match_cpu():

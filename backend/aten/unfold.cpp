@@ -38,8 +38,13 @@ struct Geometry {
 std::optional<Geometry> geometry(const OpInvocation& inv) {
   const at::Tensor g = inv.tensor(0);
   const std::vector<int64_t> sizes = inv.ints("input_sizes");
-  if (!g.defined() || sizes.empty() || g.dim() != static_cast<int64_t>(sizes.size()) + 1)
-    return std::nullopt;
+  if (!g.defined() || g.dim() != static_cast<int64_t>(sizes.size()) + 1) return std::nullopt;
+  if (sizes.empty()) {  // a 0-dim input: one window over its one element
+    Geometry geo;
+    geo.shape = {1, 1, 1, 1, g.size(0), inv.arg("step").toInt()};
+    geo.strides = {0, 0, 0, g.stride(0)};
+    return geo;
+  }
   const int64_t nd = static_cast<int64_t>(sizes.size());
   const int64_t dim = c10::maybe_wrap_dim(inv.arg("dim").toInt(), nd);
   Geometry geo;

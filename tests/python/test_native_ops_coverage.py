@@ -150,6 +150,7 @@ def test_activation_backwards_native_and_match_cpu(fn, backward_op):
         ((2, 3, 12), -1, 5, 1),  # every position in up to five windows
         ((150, 7), 1, 7, 1),  # more rows than one partition tile
         ((6,), 0, 2, 2),
+        ((), 0, 1, 1),  # a 0-dim input
     ],
 )
 def test_unfold_backward_native_and_matches_cpu(shape, dim, size, step):

@@ -178,6 +178,7 @@ NativeOpTable elementwise_ops() {
                             {"aten::cos", ActFunc::kCos, 1.0f, 0.0f},
                             {"aten::reciprocal", ActFunc::kReciprocal, 1.0f, 0.0f},
                             {"aten::sign", ActFunc::kSign, 1.0f, 0.0f},
+                            {"aten::sgn", ActFunc::kSign, 1.0f, 0.0f},  // real dtypes
                             {"aten::silu", ActFunc::kSilu, 1.0f, 0.0f},
                             {"aten::mish", ActFunc::kMish, 1.0f, 0.0f},
                             {"aten::log1p", ActFunc::kLog, 1.0f, 1.0f},
@@ -443,6 +444,28 @@ NativeOpTable elementwise_ops() {
   });
   reg(ops, "aten::silu_backward", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMultiply, o.get("grad_output"), e.act(ActFunc::kSiluDx, o.get("self")));
+  });
+  reg(ops, "aten::softplus_backward", [](Operands& o, kernels::Expr& e) {
+    // The CPU's formula: z = exp(beta x); g * z / (z + 1), g itself above the threshold.
+    const float beta = o.num("beta", 1.0), threshold = o.num("threshold", 20.0);
+    const Arg x = o.get("self"), g = o.get("grad_output");
+    const Arg z = e.act(ActFunc::kExp, x, beta);
+    const Arg d = e.alu(AluOp::kDivide, z, e.alu(AluOp::kAdd, z, Arg::constant(1)));
+    const Arg big = e.alu(AluOp::kIsGt, e.alu(AluOp::kMultiply, x, Arg::constant(beta)),
+                          Arg::constant(threshold));
+    return e.select(big, g, e.alu(AluOp::kMultiply, g, d));
+  });
+  reg(ops, "aten::log_sigmoid_backward", [](Operands& o, kernels::Expr& e) {
+    // The CPU's formula with its forward's buffer z = exp(-|x|):
+    // (max_deriv - sign * z / (1 + z)) * g, max_deriv = x < 0, sign = x < 0 ? 1 : -1.
+    const Arg x = o.get("self"), z = o.get("buffer");
+    const Arg neg = e.alu(AluOp::kIsLt, x, Arg::constant(0));
+    const Arg sign =
+        e.alu(AluOp::kSubtract, e.alu(AluOp::kMultiply, neg, Arg::constant(2)), Arg::constant(1));
+    const Arg frac = e.alu(AluOp::kDivide, z, e.alu(AluOp::kAdd, Arg::constant(1), z));
+    return e.alu(AluOp::kMultiply,
+                 e.alu(AluOp::kSubtract, neg, e.alu(AluOp::kMultiply, sign, frac)),
+                 o.get("grad_output"));
   });
   reg(ops, "aten::sigmoid_backward", [](Operands& o, kernels::Expr& e) {
     const Arg y = o.get("output");

@@ -93,6 +93,9 @@ NativeOpTable indexing_ops();         // aten/indexing.cpp
 NativeOpTable loss_ops();             // aten/loss.cpp
 NativeOpTable convolution_ops();      // aten/convolution.cpp
 NativeOpTable batch_norm_ops();       // aten/batch_norm.cpp
+NativeOpTable group_norm_ops();       // aten/group_norm.cpp
+NativeOpTable upsample_ops();         // aten/upsample.cpp
+NativeOpTable unfold_ops();           // aten/unfold.cpp
 NativeOpTable pooling_ops();          // aten/pooling.cpp
 NativeOpTable foreach_ops();          // aten/foreach.cpp
 NativeOpTable fused_optimizer_ops();  // aten/fused_optimizer.cpp

@@ -21,14 +21,16 @@ const std::unordered_map<std::string, NativeOp>& native_ops() {
                        softmax_ops,         layer_norm_ops,  indexing_ops,  loss_ops,
                        convolution_ops,     batch_norm_ops,  pooling_ops,   foreach_ops,
                        fused_optimizer_ops, grad_scaler_ops, selection_ops, compaction_ops,
-                       histogram_ops,       recurrent_ops,   rearrange_ops, membership_ops}) {
+                       histogram_ops,       recurrent_ops,   rearrange_ops, membership_ops,
+                       group_norm_ops,      upsample_ops,    unfold_ops}) {
       for (NativeOp& op : table()) all[op.name] = std::move(op);
     }
     // Families whose programs follow from shapes, strides, dtypes and scalars alone may reuse
     // cached programs; indexing, losses (target indices), selection, compaction, histograms
     // and the optimizers' state-reading kernels build theirs per call.
-    for (auto table : {elementwise_ops, copy_ops, reduction_ops, matmul_ops, softmax_ops,
-                       layer_norm_ops, convolution_ops, batch_norm_ops, pooling_ops}) {
+    for (auto table :
+         {elementwise_ops, copy_ops, reduction_ops, matmul_ops, softmax_ops, layer_norm_ops,
+          convolution_ops, batch_norm_ops, pooling_ops, group_norm_ops, upsample_ops, unfold_ops}) {
       for (const NativeOp& op : table()) all[op.name].cacheable = true;
     }
     return all;

@@ -367,6 +367,27 @@ CASES = {
         (IMG, RM, RV),
         FP32,
     ),
+    # group norm (rows (n, g) on partitions; parameters broadcast and gradients summed on TensorE)
+    "group_norm": (lambda x, rm, rv: F.group_norm(x, 3, rv, rm), (IMG, RM, RV), FP32),
+    "group_norm_backward": (
+        lambda x, rm, rv: torch.autograd.grad(
+            F.group_norm(x.requires_grad_(), 2, rv.requires_grad_(), rm.requires_grad_())
+            .square()
+            .sum(),
+            (x, rv, rm),
+        ),
+        (BIG, RM, RV),
+        1e-4,
+    ),
+    # upsampling (planes on partitions; segment copies, bilinear weights from an iota)
+    "upsample_nearest2d": (lambda x: F.interpolate(x, size=(17, 23)), (IMG,), EXACT),
+    "upsample_bilinear2d_backward": (
+        lambda x: torch.autograd.grad(
+            F.interpolate(x.requires_grad_(), scale_factor=2, mode="bilinear").square().sum(), x
+        )[0],
+        (IMG,),
+        FP32,
+    ),
     # pooling (max pooling returns int64 indices, so ISA mode keeps its host values)
     "avg_pool2d": (lambda x: F.avg_pool2d(x, 3, 2, 1), (IMG,), FP32),
     "avg_pool2d_no_pad_count": (
@@ -399,6 +420,17 @@ CASES = {
         (X, LW, LB),
         FP32,
     ),
+    "softplus_backward": (
+        lambda a: torch.autograd.grad(F.softplus(a.requires_grad_() * 8, beta=2).sum(), a)[0],
+        (X,),
+        FP32,
+    ),
+    "unfold_backward": (
+        lambda a: torch.autograd.grad(a.requires_grad_().unfold(1, 7, 3).square().sum(), a)[0],
+        (X,),
+        FP32,
+    ),
+    "sgn": (lambda a: torch.sgn(a.masked_fill(a.abs() < 0.3, 0)), (X,), EXACT),
     "gelu_backward": (
         lambda a: torch.autograd.grad(F.gelu(a.requires_grad_()).sum(), a)[0],
         (X,),

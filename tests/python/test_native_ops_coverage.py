@@ -1,7 +1,8 @@
 """Ops that used to take the CPU fallback run natively and match CPU: division with rounding
 (floor_divide, div with rounding_mode floor/trunc: integer routing in MoE models), flip/roll
 (DMA only), eye, linspace/logspace, erfinv, bitwise shifts, isin, unique, mse_loss and its
-backward, and zero-filling a complex tensor. Each on its op_db samples (float32, plus int32 and
+backward, sgn (real dtypes), softplus_backward, log_sigmoid_backward and unfold_backward, and
+zero-filling a complex tensor. Each on its op_db samples (float32, plus int32 and
 int64 where the OpInfo has them), with none of its ATen ops on the CPU fallback; plus the
 division-by-zero semantics of the CPU (integers raise, floats give inf/nan) and a training step
 through flip and roll.
@@ -33,6 +34,7 @@ OPS = {
     ("isin", ""),
     ("unique", ""),
     ("nn.functional.mse_loss", ""),
+    ("sgn", ""),
 }
 FAMILY = {
     "aten::floor_divide",
@@ -49,6 +51,7 @@ FAMILY = {
     "aten::_unique2",
     "aten::mse_loss",
     "aten::mse_loss_backward",
+    "aten::sgn",
 }
 OPINFOS = [o for o in op_db if (o.name, o.variant_test_name) in OPS]
 # Documented limits that keep the fallback: integer linspace/logspace (the CPU truncates values it
@@ -111,6 +114,65 @@ def test_opinfo_samples_native_and_match_cpu(op, dtype):
         assert not fallback, f"{_name(op)} {dtype}: {fallback} fell back for {s}"
         native += 1
     assert ran > 0 and (native > 0 or dtype in LIMITS.get(op.name, ())), (ran, native)
+
+
+@pytest.mark.parametrize(
+    "fn,backward_op",
+    [
+        (lambda x: F.softplus(x), "aten::softplus_backward"),
+        (lambda x: F.softplus(x, beta=2.5, threshold=3.0), "aten::softplus_backward"),
+        (lambda x: F.softplus(x, beta=0.5), "aten::softplus_backward"),
+        (F.logsigmoid, "aten::log_sigmoid_backward"),
+    ],
+    ids=["softplus", "softplus_beta_threshold", "softplus_small_beta", "logsigmoid"],
+)
+def test_activation_backwards_native_and_match_cpu(fn, backward_op):
+    """softplus_backward and log_sigmoid_backward (the HF MoE sweep's fallbacks) run natively
+    with the CPU's formulas, over both sides of the threshold and large magnitudes."""
+    x = torch.cat([torch.linspace(-30, 30, 241), torch.randn(100) * 4])
+    g = torch.randn_like(x)
+    xc = x.clone().requires_grad_()
+    fn(xc).backward(g)
+    xd = x.to("neuron").requires_grad_()
+    neuronsim.clear_op_tracking()
+    fn(xd).backward(g.to("neuron"))
+    assert backward_op not in _base_names(neuronsim.get_fallback_ops())
+    assert backward_op in _base_names(neuronsim.get_executed_ops())
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "shape,dim,size,step",
+    [
+        ((4, 10), 1, 3, 2),  # overlapping windows skip none
+        ((4, 10), 1, 4, 3),  # the last position is in no window
+        ((3, 9, 5), 1, 2, 4),  # gaps between windows, inner dims
+        ((2, 3, 12), -1, 5, 1),  # every position in up to five windows
+        ((150, 7), 1, 7, 1),  # more rows than one partition tile
+        ((6,), 0, 2, 2),
+        ((), 0, 1, 1),  # a 0-dim input
+    ],
+)
+def test_unfold_backward_native_and_matches_cpu(shape, dim, size, step):
+    torch.manual_seed(0)
+    x = torch.randn(shape)
+    xc, xd = x.clone().requires_grad_(), x.to("neuron").requires_grad_()
+    wc = xc.unfold(dim, size, step)
+    g = torch.randn(wc.shape)
+    wc.backward(g)
+    neuronsim.clear_op_tracking()
+    xd.unfold(dim, size, step).backward(g.to("neuron"))
+    assert "aten::unfold_backward" in _base_names(neuronsim.get_executed_ops())
+    assert not neuronsim.get_fallback_ops(), neuronsim.get_fallback_ops()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6)
+    # loss.sum() hands the backward an expanded gradient: still native.
+    xd.grad = None
+    neuronsim.clear_op_tracking()
+    xd.unfold(dim, size, step).sum().backward()
+    assert "aten::unfold_backward" not in _base_names(neuronsim.get_fallback_ops())
+    xc.grad = None
+    xc.unfold(dim, size, step).sum().backward()
+    torch.testing.assert_close(xd.grad.cpu(), xc.grad)
 
 
 def test_integer_division_semantics_match_cpu():

@@ -98,10 +98,18 @@ benchmark; CI runs the fixed seeded subset (``test_opdb_isa_subset``: of the fir
 ``ISA_SUBSET_CAP`` samples of each (OpInfo, dtype, phase) the ones ``_in_subset`` picks, about
 one in ``ISA_SUBSET``, ~1.5 minutes) against its own baseline ``opdb_isa_baseline.json``
 (samples with kinds, crashes, generator errors) and ``ISA_SUBSET_FLOORS``.
+
+No new CPU-fallback entries: ``test_opdb_no_new_fallbacks`` compares the ATen ops (full overload
+names) that took the CPU fallback anywhere in the survey, forward or gradient run, with
+``opdb_fallback_baseline.txt``: an op not listed fails (a regression), and so does a listed op
+that no longer falls back (shrink the baseline: ``tools/opdb_coverage.py
+--write-fallback-baseline``). The quick tests below check the baseline names real ATen ops and that
+the check itself catches both directions on ops recorded in this process.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -184,20 +192,12 @@ ISA_SUBSET_FLOORS = {
 }
 
 # (OpInfo full name, dtype) -> why the device results differ from the CPU's.
-_GROUP_NORM = (
-    "BUG (precision): native_group_norm has no device kernel and its CompositeExplicitAutograd "
-    "math_group_norm decomposes into bfloat16 var_mean/sub/rsqrt/mul/add, rounding every "
-    "intermediate; the device result is up to ~2.3x as far from a float64 reference as the CPU "
-    "kernel's (fp32 internal math), e.g. 0.061 vs 0.026 on outputs of magnitude 16"
-)
 _LCE = (
     "PyTorch, not neuronsim: LinearCrossEntropyOptions._resolve_auto_acc_dtype picks float32 "
     "accumulation for bfloat16 only on cpu/cuda, so on any other device the chunked path "
     "accumulates in bfloat16 (error 0.0085 vs the CPU's 0.0003 on a loss of 0.13)"
 )
 KNOWN_DISAGREE: dict[tuple[str, str], str] = {
-    ("native_group_norm", _BF16): _GROUP_NORM,
-    ("nn.functional.group_norm", _BF16): _GROUP_NORM,
     ("nn.functional.linear_cross_entropy.chunked", _BF16): _LCE,
     ("nn.functional.linear_cross_entropy.chunked_none", _BF16): _LCE,
 }
@@ -214,12 +214,6 @@ KNOWN_CRASHES: dict[str, str] = {}
 
 # (OpInfo full name, dtype) -> why the gradients differ from the CPU's (grad_disagree), or why
 # only the device (grad_neuron_only_error) or only the CPU (grad_cpu_only_error) raises.
-_GROUP_NORM_GRAD = (
-    "BUG (precision), the forward's group_norm entry: the backward is the CPU's own "
-    "native_group_norm_backward (fallback), but it is fed the mean/rstd that the device's bfloat16 "
-    "math_group_norm decomposition saved; the weight gradient is up to ~2.7x as far from a float64 "
-    "reference as the CPU's (0.037 vs 0.014 on gradients of magnitude 8)"
-)
 _MISH_GRAD = (
     "BUG (precision): mish_backward has no device kernel and its CompositeImplicitAutograd "
     "math_mish_backward decomposes into bfloat16 sigmoid/tanh/softplus/mul/add/sub, rounding every "
@@ -231,7 +225,6 @@ _LCE_GRAD = (
     "accumulation (up to 31x the CPU's error against float64, e.g. 0.0085 vs 0.00027)"
 )
 KNOWN_GRAD_DISAGREE: dict[tuple[str, str], str] = {
-    ("nn.functional.group_norm", _BF16): _GROUP_NORM_GRAD,
     ("nn.functional.mish", _BF16): _MISH_GRAD,
     ("nn.functional.linear_cross_entropy.chunked", _BF16): _LCE_GRAD,
     ("nn.functional.linear_cross_entropy.chunked_none", _BF16): _LCE_GRAD,
@@ -1107,6 +1100,73 @@ def test_opdb_isa_subset(isa_report):
     _check_accounting(t)
     _check_floors(t, ISA_SUBSET_FLOORS)
     _check_samples(isa_report, base)
+
+
+def _coverage_tool():
+    path = os.path.join(REPO, "tools", "opdb_coverage.py")
+    spec = importlib.util.spec_from_file_location("opdb_coverage", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_opdb_no_new_fallbacks(report):
+    """Every ATen op that takes the CPU fallback in the survey is in the baseline, and every
+    baseline op still does (one that became native must leave it)."""
+    cov = _coverage_tool()
+    baseline = cov.read_fallback_baseline()
+    # Not vacuous: the survey ran, and op tracking recorded what ran where.
+    assert report["totals"]["samples"] > 5000, report["totals"]
+    assert len(cov.native_entries(report)) > 300
+    assert cov.fallback_entries(report) or not baseline
+    problems = cov.fallback_problems(report, baseline)
+    assert not problems, "\n".join(problems)
+
+
+def test_fallback_baseline_names_real_aten_ops():
+    baseline = _coverage_tool().read_fallback_baseline()
+    assert len(baseline) > 10
+    for name in sorted(baseline):
+        op, _, overload = name.partition(".")
+        torch._C._dispatch_find_schema_or_throw(op, overload)  # raises for an unknown op
+
+
+def test_fallback_check_catches_new_and_gone_entries():
+    """The check on a survey of two calls recorded here as the survey records them: an op that
+    keeps the CPU fallback (unique with counts) is new against a baseline without it, clean
+    against one with it, and a baseline op that did not fall back asks to shrink the baseline."""
+    import neuronsim
+
+    cov = _coverage_tool()
+    x = torch.tensor([3, 1, 3, 2], device="neuron")
+    neuronsim.clear_op_tracking()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.unique(x, return_counts=True)
+    x + 1
+    rep = {
+        "ops": {
+            "unique": {
+                "int64": {
+                    "fallback_aten_ops": sorted(neuronsim.get_fallback_ops()),
+                    "native_aten_ops": sorted(neuronsim.get_executed_ops()),
+                }
+            }
+        }
+    }
+    seen = cov.fallback_entries(rep)
+    assert "aten::_unique2" in seen and "aten::add.Tensor" not in seen, seen
+    assert "aten::add.Tensor" in cov.native_entries(rep)
+    new, gone = cov.compare_fallbacks(rep, set())
+    assert set(new) == set(seen) and new["aten::_unique2"] == ["unique int64"]
+    problems = cov.fallback_problems(rep, set())
+    assert len(problems) == 1 and "new CPU-fallback entries" in problems[0]
+    assert cov.fallback_problems(rep, set(seen)) == []
+    problems = cov.fallback_problems(rep, set(seen) | {"aten::sin"})
+    assert (
+        len(problems) == 1 and "shrink the baseline" in problems[0] and "aten::sin" in problems[0]
+    )
 
 
 if __name__ == "__main__":

@@ -1,21 +1,32 @@
-"""Running a compiled graph: the FX graph executes on the host for its values (each ATen op on
-zero-copy CPU views of device memory, as in eager mode, but with no per-op program), and one
-launch per segment runs the fused programs for the time (ISA mode: for the values too).
+"""Running a compiled graph: the FX graph executes on the host for its values, and one launch per
+segment runs the fused programs for the time (ISA mode: for the values too).
 
-The graph is rewritten once per compiled variant: a launch node at the end of each segment
-(before the host node that ends it, or before the output), eager nodes wrapped so their device
-programs are collected into the launch, host nodes wrapped to run as in eager mode."""
+Fast mode, a graph that is one launch of fused programs (no eager or host nodes, no 64-bit
+device values): one host call computes the values. The graph runs as plain CPU ATen ops on
+zero-copy CPU views of its device inputs, with no per-node device dispatch and no device
+allocation or copy per intermediate; its device outputs then move into device memory (outputs
+that alias inputs stay views of them) and the launch runs. Input mutations write device memory
+through the views.
+
+Otherwise (ISA mode, NEURONSIM_COMPILE_VERIFY, eager or host nodes) the graph is rewritten once
+per compiled variant: each ATen op runs on the device tensors (host values on CPU views, as in
+eager mode, but with no per-op program), a launch node at the end of each segment (before the
+host node that ends it, or before the output), eager nodes wrapped so their device programs are
+collected into the launch, host nodes wrapped to run as in eager mode."""
 
 from __future__ import annotations
 
 import operator
+import os
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 
 from neuronsim import _C
 
 _OFF, _FUSED, _EAGER = 0, 1, 2
+_VERIFY = bool(os.environ.get("NEURONSIM_COMPILE_VERIFY"))
 
 
 class _Launch:
@@ -100,6 +111,106 @@ def build_module(
     return torch.fx.GraphModule(gm, g), alive
 
 
+def _on_device(node) -> bool:
+    val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    return isinstance(val, torch.Tensor) and val.device.type == "neuron"
+
+
+_WIDE = (torch.int64, torch.float64, torch.complex64, torch.complex128)
+
+
+def host_run_unsupported(gm: torch.fx.GraphModule, report: dict) -> str | None:
+    """Why the graph's values cannot come from one host call (None: they can)."""
+    if len(report["segments"]) != 1 or report["segments"][0]["host_node"] >= 0:
+        return "more than one launch"
+    if any(n["class"] not in ("fused", "view", "cpu") for n in report["nodes"]):
+        return "nodes run with eager kernels"
+    for n in gm.graph.nodes:
+        val = n.meta.get("val")
+        if n.op == "output":
+            if not isinstance(n.args[0], list | tuple):
+                return "nested outputs"
+            continue
+        for t in pytree.tree_leaves(val):
+            # The device computes 64-bit data at 32 bits: such values keep the device ops.
+            # Inputs are already what the device holds.
+            if (
+                isinstance(t, torch.Tensor)
+                and t.device.type == "neuron"
+                and t.dtype in _WIDE
+                and not (n.op == "placeholder" and t.dtype == torch.int64)
+            ):
+                return f"{n.name} is {t.dtype} on the device"
+    return None
+
+
+def build_host_module(gm: torch.fx.GraphModule, values: list) -> tuple:
+    """A copy of `gm` for CPU tensors: module attributes become trailing arguments, factory
+    ops' neuron devices become the CPU, and it returns (outputs, `values`' tensors)."""
+    cpu = torch.device("cpu")
+
+    def to_cpu(x):
+        return cpu if isinstance(x, torch.device) and x.type == "neuron" else x
+
+    g = torch.fx.Graph()
+    env: dict = {}
+    out = g.graph_copy(gm.graph, env)
+    g.output((out, tuple(env[v] for v in values)))
+    placeholders = [n for n in g.nodes if n.op == "placeholder"]
+    attrs = []
+    for n in list(g.nodes):
+        if n.op == "get_attr":
+            where = (
+                g.inserting_after(placeholders[-1])
+                if placeholders
+                else g.inserting_before(next(iter(g.nodes)))
+            )
+            with where:
+                p = g.placeholder(f"_attr_{len(attrs)}")
+            p.meta = dict(n.meta)
+            placeholders.append(p)
+            n.replace_all_uses_with(p)
+            attrs.append(n.target)
+            g.erase_node(n)
+        elif n.op == "call_function":
+            n.args = tuple(to_cpu(a) for a in n.args)
+            n.kwargs = {k: to_cpu(v) for k, v in n.kwargs.items()}
+    return torch.fx.GraphModule(torch.nn.Module(), g), attrs
+
+
+class HostRun:
+    """Fast mode's values in one host call (see the module's docstring)."""
+
+    def __init__(self, gm, handle, report, description):
+        self.handle = handle
+        seg = report["segments"][0]
+        nodes = [description.value_node[v] for v in seg["values"]]
+        self.module, self.attrs = build_host_module(gm, nodes)
+        self.gm = gm
+        output = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+        self.out_device = [_on_device(x) for x in output.args[0]]
+        self.out_type = type(output.args[0])
+        self.value_device = [_on_device(n) for n in nodes]
+        names = []
+        for n in gm.graph.nodes:
+            if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+                if any(_on_device(x) for x in (n, *n.all_input_nodes)):
+                    schema = n.target._schema
+                    o = schema.overload_name
+                    names.append(f"{schema.name}.{o}" if o else schema.name)
+        self.op_ids = _C._op_ids(names)
+
+    def run(self, args):
+        h = _C._HostRun()
+        inputs = list(args)
+        inputs += [operator.attrgetter(a)(self.gm) for a in self.attrs]
+        outs, values = self.module(*h.views(inputs))
+        outs = h.to_device(outs, self.out_device, False)
+        self.handle.launch(0, h.to_device(values, self.value_device, True))
+        _C._track_ops(self.op_ids)
+        return self.out_type(outs)
+
+
 class Variant:
     """One compiled form of a graph (one per shape when the graph has dynamic dimensions)."""
 
@@ -113,8 +224,14 @@ class Variant:
             for n in description.input_nodes
         ]
         self.module, self.alive = build_module(gm, handle, report, description)
+        self.host_unsupported = host_run_unsupported(gm, report)
+        self.host = (
+            HostRun(gm, handle, report, description) if self.host_unsupported is None else None
+        )
 
     def run(self, args):
+        if self.host is not None and not _C._isa_mode() and not _VERIFY:
+            return self.host.run(args)
         for a in self.alive:  # left over by a run that raised before its launch
             a.clear()
         self.handle.begin(

@@ -43,4 +43,16 @@ class HostRun {
   std::optional<c10::Device> device_;
 };
 
+/// While one is alive on a thread, the thread's large CPU allocations come from a cache of freed
+/// blocks (freed from any thread): a graph's host run allocates the same intermediates at every
+/// step, and fresh pages for them cost page faults (the device's caching allocator spares eager
+/// ops that). Blocks freed outside a scope return to the cache too; it holds at most 1 GiB.
+class HostAllocScope {
+ public:
+  HostAllocScope();
+  ~HostAllocScope();
+  HostAllocScope(const HostAllocScope&) = delete;
+  HostAllocScope& operator=(const HostAllocScope&) = delete;
+};
+
 }  // namespace neuronsim::backend

@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "accelerator/context.h"
@@ -196,6 +197,14 @@ void register_graph_bindings(py::module_& m) {
         }
         return out;
       });
+  // HostAllocScope as a context manager: `with _C._HostAllocScope(): ...`.
+  struct PyHostAllocScope {
+    std::optional<HostAllocScope> scope;
+  };
+  py::class_<PyHostAllocScope>(m, "_HostAllocScope")
+      .def(py::init<>())
+      .def("__enter__", [](PyHostAllocScope& s) { s.scope.emplace(); })
+      .def("__exit__", [](PyHostAllocScope& s, const py::args&) { s.scope.reset(); });
   // Op tracking for nodes a compiled graph computed on the host (op_tracking.h): ids once per
   // graph, counts per run.
   m.def("_op_ids", [](const std::vector<std::string>& names) {

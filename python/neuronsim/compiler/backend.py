@@ -249,10 +249,24 @@ def _graph_compiler(kind: str):
 _aot_backend = None
 
 
-def _decompositions():
+# Composites the graph compiler lowers itself (kernels/graph/lower.cpp): left whole, the host
+# computes each with one CPU kernel, as eager mode does, instead of its decomposition's passes.
+_KEEP = (
+    "gelu_backward",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+)
+
+
+def decompositions():
+    """Core ATen decompositions less the composites in _KEEP."""
     from torch._decomp import core_aten_decompositions
 
-    return core_aten_decompositions()
+    table = core_aten_decompositions()
+    for name in _KEEP:
+        for overload in getattr(torch.ops.aten, name).overloads():
+            table.pop(getattr(getattr(torch.ops.aten, name), overload), None)
+    return table
 
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
@@ -266,7 +280,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
             fw_compiler=_graph_compiler("forward"),
             bw_compiler=_graph_compiler("backward"),
             inference_compiler=_graph_compiler("inference"),
-            decompositions=_decompositions(),
+            decompositions=decompositions(),
             keep_inference_input_mutations=True,
         )
     return _aot_backend(gm, example_inputs)

@@ -204,7 +204,8 @@ class HostRun:
         h = _C._HostRun()
         inputs = list(args)
         inputs += [operator.attrgetter(a)(self.gm) for a in self.attrs]
-        outs, values = self.module(*h.views(inputs))
+        with _C._HostAllocScope():
+            outs, values = self.module(*h.views(inputs))
         outs = h.to_device(outs, self.out_device, False)
         self.handle.launch(0, h.to_device(values, self.value_device, True))
         _C._track_ops(self.op_ids)

@@ -334,3 +334,39 @@ def test_bf16_compiled_forward_matches_eager():
         compiled = torch.compile(model, backend="neuron")(ids)
     assert compiled.dtype == torch.bfloat16
     assert_close(compiled.cpu(), eager.cpu())
+
+
+@pytest.mark.parametrize("padding_idx", [None, 3])
+def test_embedding_backward_runs_natively_inside_the_graph(padding_idx):
+    """A compiled LM training step (Block: embedding, attention, MLP, head) has no eager node:
+    embedding_dense_backward stays one node (not decomposed to a masked index_put) whose
+    device kernel, built from the indices, runs inside the backward graph's launch, counted as
+    a data-dependent native node; the embedding's gradient matches CPU (repeated ids
+    accumulate, padding_idx rows stay zero)."""
+    torch.manual_seed(0)
+    cpu = Block()
+    if padding_idx is not None:
+        cpu.emb.padding_idx = padding_idx
+    dev = copy.deepcopy(cpu).to("neuron")
+    ids = torch.randint(0, 8, (2, 10))  # few distinct ids: repeats accumulate
+    ids[0, :3] = 3
+
+    def loss_of(m, x):
+        return F.cross_entropy(m(x).reshape(-1, 50), x.reshape(-1))
+
+    before = neuronsim.compile_stats()
+    loss_of(torch.compile(dev), ids.to("neuron")).backward()
+    d = _delta(before)
+    assert d["graphs"] == 1 and d["backward_graphs"] == 1, d
+    assert d["eager_nodes"] == 0 and d["host_nodes"] == 0, neuronsim.compile_stats()["not_fused"]
+    assert d["native_nodes"] == 2, d  # embedding (forward) and embedding_dense_backward
+    bw = neuronsim.compile_stats()["per_graph"][-1]
+    assert bw["kind"] == "backward"
+    assert bw["native_nodes"] == {"aten::embedding_dense_backward": 1}, bw
+    assert "aten::index_put" not in str(bw["not_fused"]), bw["not_fused"]
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        loss_of(cpu, ids).backward()
+    assert_close(dev.emb.weight.grad.cpu(), cpu.emb.weight.grad, rtol=1e-4, atol=1e-5)
+    if padding_idx is not None:
+        assert dev.emb.weight.grad[padding_idx].abs().max().item() == 0.0
+    assert_close(dev.head.weight.grad.cpu(), cpu.head.weight.grad, rtol=1e-4, atol=1e-5)

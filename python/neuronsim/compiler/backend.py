@@ -198,6 +198,7 @@ class CompiledGraph:
                 regions=0,
                 fused_nodes=0,
                 eager_nodes={},
+                native_nodes={},
                 host_nodes={},
                 launches=0,
                 instructions=0,
@@ -205,15 +206,15 @@ class CompiledGraph:
                 region_names=[],
             )
             return e
-        eager: dict = {}
-        host: dict = {}
+        buckets: dict = {"eager": {}, "native": {}, "host": {}}
+        eager, native, host = buckets["eager"], buckets["native"], buckets["host"]
         not_fused: dict = {}
         fused = 0
         for n in report["nodes"]:
             if n["class"] == "fused":
                 fused += 1
-            elif n["class"] in ("eager", "host"):
-                bucket = eager if n["class"] == "eager" else host
+            elif n["class"] in buckets:
+                bucket = buckets[n["class"]]
                 bucket[n["op"]] = bucket.get(n["op"], 0) + 1
                 k = f"{n['op']}: {n['reason']}"
                 not_fused[k] = not_fused.get(k, 0) + 1
@@ -221,6 +222,7 @@ class CompiledGraph:
             regions=sum(1 for r in report["regions"] if r["kind"] in ("tile", "matmul")),
             fused_nodes=fused,
             eager_nodes=eager,
+            native_nodes=native,
             host_nodes=host,
             launches=len(report["segments"]),
             instructions=report["instructions"],
@@ -255,6 +257,7 @@ _KEEP = (
     "gelu_backward",
     "_softmax_backward_data",
     "_log_softmax_backward_data",
+    "embedding_dense_backward",
 )
 
 

@@ -97,7 +97,7 @@ def build_module(
     alive = [[] for _ in report["segments"]]  # per segment: what its eager nodes touched
     for i, rec in enumerate(report["nodes"]):
         node = env[description.call_nodes[i]]
-        if rec["class"] == "eager":
+        if rec["class"] in ("eager", "native"):
             segment = report["regions"][rec["region"]]["segment"]
             node.target = _EagerNode(handle, i, node.target, alive[segment])
         elif rec["class"] == "host":

@@ -144,6 +144,86 @@ def host_run_unsupported(gm: torch.fx.GraphModule, report: dict) -> str | None:
     return None
 
 
+def _aliases(n: torch.fx.Node) -> bool:
+    t = n.target
+    return isinstance(t, torch._ops.OpOverload) and any(
+        r.alias_info is not None for r in t._schema.returns
+    )
+
+
+def _read_after(node: torch.fx.Node, pos: int, order: dict, skip: set) -> bool:
+    """Whether something after position `pos` reads `node` (directly or through a view)."""
+    for r in node.users:
+        if r in skip:
+            continue
+        if order[r] > pos or (_aliases(r) and _read_after(r, pos, order, skip)):
+            return True
+    return False
+
+
+def write_results_into_inputs(g: torch.fx.Graph) -> int:
+    """The functionalised form of an in-place foreach update (an optimizer step): `_foreach_*`
+    results each copied into a graph input at the end. When nothing after the op reads those
+    inputs' old values, the op writes into them with its out= overload, the copies go and the
+    results' other readers read the inputs (the host run then does what eager's in-place ops
+    do). The output node returns (outputs, values the
+    programs address): a value may be the input that now holds the result. Returns how many
+    ops were rewritten."""
+    order = {n: i for i, n in enumerate(g.nodes)}
+    output = next(n for n in reversed(g.nodes) if n.op == "output")
+    returned = set(pytree.tree_leaves(output.args[0][0]))
+    rewritten = 0
+    for n in list(g.nodes):
+        t = n.target
+        if n.op != "call_function" or not isinstance(t, torch._ops.OpOverload):
+            continue
+        if not t._schema.name.startswith("aten::_foreach_"):
+            continue
+        out_overload = getattr(t.overloadpacket, f"{t._overloadname}_out", None)
+        val = n.meta.get("val")
+        if out_overload is None or not isinstance(val, list | tuple) or not val:
+            continue
+        copies: dict = {}
+        for u in n.users:
+            if u.target is not operator.getitem or u in returned:
+                break
+            found = [
+                c
+                for c in u.users
+                if c.target is torch.ops.aten.copy_.default
+                and c.args[1] is u
+                and isinstance(c.args[0], torch.fx.Node)
+                and c.args[0].op == "placeholder"
+            ]
+            if len(found) != 1:
+                break
+            copies[u.args[1]] = (u, found[0])
+        else:
+            if sorted(copies) != list(range(len(val))):
+                continue
+            outs = [copies[i][1].args[0] for i in range(len(val))]
+            if len(set(outs)) != len(outs):
+                continue
+            # Elementwise: reading x[i] while writing it is fine, another position is not.
+            lists = [a for a in n.args if isinstance(a, list | tuple)]
+            if any(x in outs and outs[j] is not x for a in lists for j, x in enumerate(a)):
+                continue
+            skip = {n, output} | {c for _, c in copies.values()}
+            if any(d in returned or _read_after(d, order[n], order, skip) for d in outs):
+                continue
+            with g.inserting_before(n):
+                g.call_function(out_overload, n.args, {**n.kwargs, "out": outs})
+            for u, c in copies.values():
+                dst = c.args[0]
+                c.replace_all_uses_with(dst)
+                g.erase_node(c)
+                u.replace_all_uses_with(dst)
+                g.erase_node(u)
+            g.erase_node(n)
+            rewritten += 1
+    return rewritten
+
+
 def build_host_module(gm: torch.fx.GraphModule, values: list) -> tuple:
     """A copy of `gm` for CPU tensors: module attributes become trailing arguments, factory
     ops' neuron devices become the CPU, and it returns (outputs, `values`' tensors)."""
@@ -175,6 +255,7 @@ def build_host_module(gm: torch.fx.GraphModule, values: list) -> tuple:
         elif n.op == "call_function":
             n.args = tuple(to_cpu(a) for a in n.args)
             n.kwargs = {k: to_cpu(v) for k, v in n.kwargs.items()}
+    write_results_into_inputs(g)
     return torch.fx.GraphModule(torch.nn.Module(), g), attrs
 
 

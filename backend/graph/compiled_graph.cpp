@@ -22,7 +22,8 @@ namespace neuronsim::backend {
 using kernels::graph::Part;
 using kernels::graph::Region;
 
-CompiledGraphRun::CompiledGraphRun(kernels::graph::CompiledGraph cg) : cg_(std::move(cg)) {
+CompiledGraphRun::CompiledGraphRun(kernels::graph::CompiledGraph cg)
+    : cg_(std::move(cg)), validated_(cg_.segments.size(), false) {
   const auto& g = cg_.lowered.graph;
   std::set<int> written_roots;
   for (size_t v = 0; v < cg_.partition.stored_by.size(); ++v) {
@@ -178,7 +179,9 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
     const int64_t stream = current_stream(device->index()).id();
     const sim::SimTime h0 = r.host_time();
     r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
-    const device::RunResult res = r.launch(dev, stream, program->program, functional);
+    const bool validated = seg.prelinked && validated_[static_cast<size_t>(segment)];
+    const device::RunResult res = r.launch(dev, stream, program->program, functional, validated);
+    if (seg.prelinked) validated_[static_cast<size_t>(segment)] = true;
     if (runtime::TraceSession* trace = runtime::TraceSession::active()) {
       trace->host("launch " + scope_name, "launch", h0, r.host_time());
       for (const auto& c : res.cores) trace->kernel(c.core, c.start, c.end);

@@ -34,6 +34,9 @@ class CompiledGraphRun {
   kernels::graph::CompiledGraph cg_;
   std::map<int, std::vector<device::Program>> collected_;
   std::vector<int> mutated_inputs_;  // positions in the graph's inputs
+  // Per segment: its prelinked program ran once, so it was validated. Relocation changes only
+  // HBM addresses, and those are live tensors of the traced layouts (checked at each launch).
+  std::vector<bool> validated_;
   std::vector<std::pair<at::Tensor, at::Tensor>> saved_;
   std::vector<std::pair<const c10::TensorImpl*, at::Tensor>> saved_host_;  // CPU scalars
 };

@@ -4,11 +4,16 @@
 #include <torch/extension.h>
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 
 #include "accelerator/context.h"
+#include "aten/device_tensor.h"
+#include "aten/op_observer.h"
+#include "aten/op_tracking.h"
 #include "graph/compiled_graph.h"
 #include "graph/graph_capture.h"
+#include "graph/host_run.h"
 
 namespace py = pybind11;
 
@@ -157,6 +162,60 @@ void register_graph_bindings(py::module_& m) {
            })
       .def("begin", &CompiledGraphRun::begin)
       .def("launch", &CompiledGraphRun::launch);
+  // Fast mode's one host call per graph (graph/host_run.h). Lists hold tensors and anything
+  // else (passed through); `device` flags say which outputs belong on the device.
+  py::class_<HostRun>(m, "_HostRun")
+      .def(py::init<>())
+      .def("views",
+           [](HostRun& h, const py::list& xs) {
+             py::list out;
+             for (const auto& x : xs) {
+               if (THPVariable_Check(x.ptr())) {
+                 const at::Tensor& t = THPVariable_Unpack(x.ptr());
+                 out.append(is_neuron(t) ? h.view(t) : t);
+               } else {
+                 out.append(x);
+               }
+             }
+             return out;
+           })
+      .def("to_device", [](HostRun& h, const py::sequence& xs, const std::vector<bool>& on_device,
+                           bool program_values) {
+        TORCH_CHECK(xs.size() == on_device.size(), "neuronsim: ", xs.size(), " values, ",
+                    on_device.size(), " flags");
+        const c10::Device device =
+            h.device().value_or(c10::Device(c10::DeviceType::PrivateUse1, current_device()));
+        py::list out;
+        for (size_t i = 0; i < on_device.size(); ++i) {
+          py::handle x = xs[i];
+          if (!on_device[i] || !THPVariable_Check(x.ptr())) {
+            out.append(x);
+            continue;
+          }
+          const at::Tensor& t = THPVariable_Unpack(x.ptr());
+          out.append(program_values ? h.program_value(t, device) : h.to_device(t, device));
+        }
+        return out;
+      });
+  // HostAllocScope as a context manager: `with _C._HostAllocScope(): ...`.
+  struct PyHostAllocScope {
+    std::optional<HostAllocScope> scope;
+  };
+  py::class_<PyHostAllocScope>(m, "_HostAllocScope")
+      .def(py::init<>())
+      .def("__enter__", [](PyHostAllocScope& s) { s.scope.emplace(); })
+      .def("__exit__", [](PyHostAllocScope& s, const py::args&) { s.scope.reset(); });
+  // Op tracking for nodes a compiled graph computed on the host (op_tracking.h): ids once per
+  // graph, counts per run.
+  m.def("_op_ids", [](const std::vector<std::string>& names) {
+    std::vector<int32_t> ids;
+    for (const auto& n : names) ids.push_back(OpTracker::get().intern(n));
+    return ids;
+  });
+  m.def("_track_ops", [](const std::vector<int32_t>& ids) {
+    if (!op_observer_enabled()) return;
+    for (int32_t id : ids) OpTracker::get().record(id, false, false);
+  });
   // Capture modes (graph/graph_capture.h) as a per-thread stack: 0 off, 1 fused, 2 eager node.
   m.def(
       "_capture_push",

@@ -295,17 +295,23 @@ TEST(GraphCompiler, OpaqueNodesAreEagerOrHostAndSplitSegments) {
                        meta({16, 8}), -1, /*device_kernel=*/false);
   const int e = h.node("emb", "aten::embedding_dense_backward", {{"grad_output", T(s)}},
                        meta({16, 8}), -1, /*device_kernel=*/true);
-  const int y = h.node("neg", "aten::neg", {{"self", T(e)}}, meta({16, 8}));
+  const int u = h.node("msort", "aten::msort", {{"self", T(e)}}, meta({16, 8}), -1,
+                       /*device_kernel=*/true);
+  const int y = h.node("neg", "aten::neg", {{"self", T(u)}}, meta({16, 8}));
   h.graph().add_output(y);
   CompiledGraph cg = h.compile();
   EXPECT_EQ(cg.node_class[0], NodeClass::kFused);
   EXPECT_EQ(cg.node_class[1], NodeClass::kHost);
-  EXPECT_EQ(cg.node_class[2], NodeClass::kEager);
-  EXPECT_EQ(cg.node_class[3], NodeClass::kFused);
+  // Index-driven data movement: the device kernel, built from the indices when the graph runs.
+  EXPECT_EQ(cg.node_class[2], NodeClass::kNative);
+  EXPECT_EQ(cg.node_class[3], NodeClass::kEager);
+  EXPECT_EQ(cg.node_class[4], NodeClass::kFused);
   ASSERT_EQ(cg.segments.size(), 2u);
   EXPECT_EQ(cg.segments[0].host_node, 1);
   EXPECT_FALSE(cg.segments[1].prelinked);  // the eager node's programs are spliced in at run time
   EXPECT_NE(cg.node_reason[1].find("no lowering"), std::string::npos) << cg.node_reason[1];
+  EXPECT_NE(cg.node_reason[2].find("data-dependent"), std::string::npos) << cg.node_reason[2];
+  EXPECT_NE(cg.node_reason[3].find("no lowering"), std::string::npos) << cg.node_reason[3];
 }
 
 TEST(GraphCompiler, ViewsBetweenRegionsReadStridedMemory) {

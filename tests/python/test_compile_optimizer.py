@@ -72,3 +72,42 @@ def test_compiled_adamw_is_one_launch_with_one_update_program():
     # Six parameters' updates in one multi-tensor program: a few hundred instructions, not one
     # pipeline of tiny tiles per parameter.
     assert g["instructions"] < 2000, g["instructions"]
+
+
+def _foreach_graph(read_old_after: bool):
+    """a, b <- a * 2, b * 2 (functionalised: results copied into the inputs at the end); the
+    results are read by a later op; optionally so is a's old value."""
+    import operator
+
+    g = torch.fx.Graph()
+    a, b = g.placeholder("a"), g.placeholder("b")
+    f = g.call_function(torch.ops.aten._foreach_mul.Scalar, ([a, b], 2.0))
+    f.meta["val"] = [torch.empty(3), torch.empty(3)]
+    r = [g.call_function(operator.getitem, (f, i)) for i in range(2)]
+    s = g.call_function(torch.ops.aten.add.Tensor, (r[0], r[1]))
+    late = g.call_function(torch.ops.aten.mul.Tensor, (a, 3.0)) if read_old_after else s
+    g.call_function(torch.ops.aten.copy_.default, (a, r[0]))
+    g.call_function(torch.ops.aten.copy_.default, (b, r[1]))
+    g.output(((s, late), (r[0],)))
+    return g
+
+
+@pytest.mark.parametrize("read_old_after", [False, True])
+def test_host_run_writes_foreach_results_into_inputs(read_old_after):
+    """The host run's rewrite of functionalised in-place foreach updates: the op writes into
+    the inputs with its out= overload and the copies go, unless something after it reads an
+    input's old value; either way the graph computes the same values and input updates."""
+    from neuronsim.compiler.runner import write_results_into_inputs
+
+    x, y = torch.arange(3.0), torch.arange(3.0) + 10
+    ref = torch.fx.GraphModule(torch.nn.Module(), _foreach_graph(read_old_after))
+    xr, yr = x.clone(), y.clone()
+    want = ref(xr, yr)
+    g = _foreach_graph(read_old_after)
+    assert write_results_into_inputs(g) == (0 if read_old_after else 1)
+    copies = [n for n in g.nodes if n.target is torch.ops.aten.copy_.default]
+    assert len(copies) == (2 if read_old_after else 0)
+    xg, yg = x.clone(), y.clone()
+    got = torch.fx.GraphModule(torch.nn.Module(), g)(xg, yg)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close((xg, yg), (xr, yr))

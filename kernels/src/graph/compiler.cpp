@@ -20,12 +20,24 @@ const char* node_class_name(NodeClass c) {
       return "view";
     case NodeClass::kEager:
       return "eager";
+    case NodeClass::kNative:
+      return "native";
     case NodeClass::kHost:
       return "host";
     case NodeClass::kCpu:
       return "cpu";
   }
   return "?";
+}
+
+bool data_dependent_op(const std::string& op) {
+  static const std::set<std::string> ops = {"aten::embedding",     "aten::embedding_dense_backward",
+                                            "aten::index_select",  "aten::gather",
+                                            "aten::index",         "aten::index_put",
+                                            "aten::index_add",     "aten::index_copy",
+                                            "aten::scatter",       "aten::scatter_add",
+                                            "aten::scatter_reduce"};
+  return ops.count(op) > 0;
 }
 
 device::CoreParams window_params(const device::CoreParams& core, uint32_t num, uint32_t den) {
@@ -286,9 +298,17 @@ CompiledGraph compile_graph(const Graph& g, const device::CoreParams& core,
     if (op.kind == Op::Kind::kOpaque && r < 0) {
       cg.node_class[n] = NodeClass::kCpu;
     } else if (op.kind == Op::Kind::kOpaque) {
-      cg.node_class[n] = g.nodes()[n].device_kernel ? NodeClass::kEager : NodeClass::kHost;
+      const Node& node = g.nodes()[n];
+      const bool native =
+          node.device_kernel && forced_reason[n].empty() && data_dependent_op(node.op);
+      cg.node_class[n] = native               ? NodeClass::kNative
+                         : node.device_kernel ? NodeClass::kEager
+                                              : NodeClass::kHost;
       cg.node_region[n] = r;
-      cg.node_reason[n] = forced_reason[n].empty() ? op.reason : forced_reason[n];
+      cg.node_reason[n] =
+          native ? "data-dependent addressing: its device kernel, with DMA descriptors from "
+                   "the indices, runs inside the launch"
+                 : (forced_reason[n].empty() ? op.reason : forced_reason[n]);
     } else if (op.kind != Op::Kind::kView || r >= 0) {
       if (op.kind != Op::Kind::kView) cg.node_class[n] = NodeClass::kFused;
       if (cg.node_region[n] < 0) cg.node_region[n] = r;

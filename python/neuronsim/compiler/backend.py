@@ -198,6 +198,7 @@ class CompiledGraph:
                 regions=0,
                 fused_nodes=0,
                 eager_nodes={},
+                native_nodes={},
                 host_nodes={},
                 launches=0,
                 instructions=0,
@@ -205,15 +206,15 @@ class CompiledGraph:
                 region_names=[],
             )
             return e
-        eager: dict = {}
-        host: dict = {}
+        buckets: dict = {"eager": {}, "native": {}, "host": {}}
+        eager, native, host = buckets["eager"], buckets["native"], buckets["host"]
         not_fused: dict = {}
         fused = 0
         for n in report["nodes"]:
             if n["class"] == "fused":
                 fused += 1
-            elif n["class"] in ("eager", "host"):
-                bucket = eager if n["class"] == "eager" else host
+            elif n["class"] in buckets:
+                bucket = buckets[n["class"]]
                 bucket[n["op"]] = bucket.get(n["op"], 0) + 1
                 k = f"{n['op']}: {n['reason']}"
                 not_fused[k] = not_fused.get(k, 0) + 1
@@ -221,6 +222,7 @@ class CompiledGraph:
             regions=sum(1 for r in report["regions"] if r["kind"] in ("tile", "matmul")),
             fused_nodes=fused,
             eager_nodes=eager,
+            native_nodes=native,
             host_nodes=host,
             launches=len(report["segments"]),
             instructions=report["instructions"],
@@ -249,10 +251,25 @@ def _graph_compiler(kind: str):
 _aot_backend = None
 
 
-def _decompositions():
+# Composites the graph compiler lowers itself (kernels/graph/lower.cpp): left whole, the host
+# computes each with one CPU kernel, as eager mode does, instead of its decomposition's passes.
+_KEEP = (
+    "gelu_backward",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    "embedding_dense_backward",
+)
+
+
+def decompositions():
+    """Core ATen decompositions less the composites in _KEEP."""
     from torch._decomp import core_aten_decompositions
 
-    return core_aten_decompositions()
+    table = core_aten_decompositions()
+    for name in _KEEP:
+        for overload in getattr(torch.ops.aten, name).overloads():
+            table.pop(getattr(getattr(torch.ops.aten, name), overload), None)
+    return table
 
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
@@ -266,7 +283,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
             fw_compiler=_graph_compiler("forward"),
             bw_compiler=_graph_compiler("backward"),
             inference_compiler=_graph_compiler("inference"),
-            decompositions=_decompositions(),
+            decompositions=decompositions(),
             keep_inference_input_mutations=True,
         )
     return _aot_backend(gm, example_inputs)

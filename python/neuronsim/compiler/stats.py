@@ -12,6 +12,9 @@ _counts = {
     "fused_regions": 0,
     "fused_nodes": 0,
     "eager_nodes": 0,  # run with the eager backend's kernel inside the graph's launch
+    # data-dependent ops (embedding backward, gather, scatter, index_*): their device kernel,
+    # its DMA descriptors from the indices, inside the launch
+    "native_nodes": 0,
     "host_nodes": 0,  # run on the host CPU between launches
     "launches_per_run": 0,  # summed over graphs: one per segment
     "recompilations": 0,
@@ -38,6 +41,7 @@ def record_graph(entry: dict) -> None:
     _counts["fused_regions"] += entry["regions"]
     _counts["fused_nodes"] += entry["fused_nodes"]
     _counts["eager_nodes"] += sum(entry["eager_nodes"].values())
+    _counts["native_nodes"] += sum(entry.get("native_nodes", {}).values())
     _counts["host_nodes"] += sum(entry["host_nodes"].values())
     _counts["launches_per_run"] += entry["launches"]
     if entry.get("cache_hit"):

@@ -16,13 +16,20 @@
 namespace neuronsim::kernels::graph {
 
 enum class NodeClass {
-  kFused,  // computed by a fused region
-  kView,   // metadata only
-  kEager,  // the eager backend's device kernel, inside the launch
-  kHost,   // on the host CPU, between launches
-  kCpu,    // on CPU tensors only: host work that needs no device
+  kFused,   // computed by a fused region
+  kView,    // metadata only
+  kEager,   // the eager backend's device kernel, inside the launch
+  kNative,  // a data-dependent op (indices drive its DMA): its device kernel, inside the launch
+  kHost,    // on the host CPU, between launches
+  kCpu,     // on CPU tensors only: host work that needs no device
 };
 const char* node_class_name(NodeClass c);
+
+/// Ops whose data movement the indices they read decide (embedding and its backward, gather,
+/// scatter, index_*): a program for them exists only once the indices are known, as the
+/// device's runtime generates their DMA descriptors from the data. The compiler runs their
+/// device kernels inside the launch (NodeClass::kNative), built when the graph runs.
+bool data_dependent_op(const std::string& op);
 
 struct Segment {
   /// Parts in launch order; an eager node's part is a placeholder (barrier) until the graph

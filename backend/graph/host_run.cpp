@@ -1,0 +1,157 @@
+#include "graph/host_run.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "aten/device_tensor.h"
+
+namespace neuronsim::backend {
+namespace {
+
+thread_local int t_host_alloc_depth = 0;
+
+class HostBlockCache final : public c10::Allocator {
+ public:
+  static constexpr size_t kMinBytes = size_t{64} << 10;
+  static constexpr size_t kGranule = size_t{16} << 10;
+  static constexpr size_t kMaxCached = size_t{1} << 30;
+
+  explicit HostBlockCache(c10::Allocator* base) : base_(base) { instance_ = this; }
+
+  // Data pointers are simple (context == data), so raw_allocate works too; the deleter finds
+  // a block's size in live_, and frees anything else as the default CPU allocator does.
+  c10::DataPtr allocate(size_t n) override {
+    if (t_host_alloc_depth == 0 || n < kMinBytes) return base_->allocate(n);
+    const size_t size = (n + kGranule - 1) / kGranule * kGranule;
+    void* p = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(size);
+      if (it != free_.end() && !it->second.empty()) {
+        p = it->second.back();
+        it->second.pop_back();
+        cached_ -= size;
+      }
+    }
+    if (p == nullptr) p = c10::alloc_cpu(size);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_[p] = size;
+    }
+    return {p, p, &release, c10::Device(c10::kCPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+ private:
+  static void release(void* p) {
+    HostBlockCache& c = *instance_;
+    {
+      std::lock_guard<std::mutex> lock(c.mutex_);
+      auto it = c.live_.find(p);
+      if (it != c.live_.end()) {
+        const size_t size = it->second;
+        c.live_.erase(it);
+        if (c.cached_ + size <= kMaxCached) {
+          c.free_[size].push_back(p);
+          c.cached_ += size;
+          return;
+        }
+      }
+    }
+    c10::free_cpu(p);
+  }
+
+  static inline HostBlockCache* instance_ = nullptr;
+  c10::Allocator* base_;
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  std::unordered_map<void*, size_t> live_;
+  size_t cached_ = 0;
+};
+
+void install_host_block_cache() {
+  static const bool installed = [] {
+    // Never destroyed: blocks may be freed during static destruction.
+    static auto* cache = new HostBlockCache(c10::GetCPUAllocator());
+    c10::SetCPUAllocator(cache, /*priority=*/1);
+    return true;
+  }();
+  (void)installed;
+}
+
+}  // namespace
+
+HostAllocScope::HostAllocScope() {
+  install_host_block_cache();
+  ++t_host_alloc_depth;
+}
+
+HostAllocScope::~HostAllocScope() {
+  --t_host_alloc_depth;
+}
+
+at::Tensor HostRun::alias(const Entry& e, const at::Tensor& t) const {
+  at::Tensor out = at::empty({0}, t.options().device(e.device.device()));
+  out.set_(e.device, t.storage_offset(), t.sizes(), t.strides());
+  return out;
+}
+
+at::Tensor HostRun::view(const at::Tensor& t) {
+  TORCH_CHECK(!t.is_conj() && !t.is_neg(), "neuronsim: a compiled graph's host run got ",
+              "a tensor with a lazy conjugate/negative bit");
+  if (!device_) device_ = t.device();
+  const c10::Storage& s = t.storage();
+  void* base = s.mutable_data();
+  auto it = by_base_.find(base);
+  if (it == by_base_.end() || base == nullptr) {
+    c10::Storage cpu(c10::Storage::use_byte_size_t(), s.nbytes(),
+                     c10::DataPtr(base, c10::Device(c10::kCPU)), nullptr, false);
+    Entry e{s, cpu};
+    if (base == nullptr) {
+      at::Tensor v = at::empty({0}, t.options().device(c10::kCPU));
+      return v.set_(cpu, t.storage_offset(), t.sizes(), t.strides());
+    }
+    it = by_base_.emplace(base, std::move(e)).first;
+  }
+  at::Tensor v = at::empty({0}, t.options().device(c10::kCPU));
+  v.set_(it->second.cpu, t.storage_offset(), t.sizes(), t.strides());
+  return v;
+}
+
+at::Tensor HostRun::to_device(const at::Tensor& t, c10::Device device) {
+  if (t.device() == device) return t;
+  const c10::Storage& s = t.storage();
+  const void* base = s.data();
+  if (base == nullptr || s.nbytes() == 0) {
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(device));
+  }
+  auto it = by_base_.find(base);
+  if (it == by_base_.end()) {
+    at::Tensor bytes = at::empty({static_cast<int64_t>(s.nbytes())},
+                                 at::TensorOptions().dtype(at::kByte).device(device));
+    std::memcpy(bytes.data_ptr(), base, s.nbytes());
+    it = by_base_.emplace(base, Entry{bytes.storage(), s}).first;
+  }
+  return alias(it->second, t);
+}
+
+at::Tensor HostRun::program_value(const at::Tensor& t, c10::Device device) {
+  if (t.device() == device) return t;
+  const void* base = t.storage().data();
+  auto it = by_base_.find(base);
+  if (base != nullptr && it != by_base_.end()) return alias(it->second, t);
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(device));
+}
+
+}  // namespace neuronsim::backend

@@ -295,32 +295,51 @@ bool upsample_fits(const UpsampleSpec& s, const CoreParams& core) {
   return bytes <= static_cast<int64_t>(core.sbuf.partition_bytes * 3 / 4);
 }
 
-Program build_upsample(const std::string& name, const TensorDesc& input, const TensorDesc& out,
-                       const UpsampleSpec& s, const CoreParams& core) {
-  check_spec(name, s, core);
+// The frame both directions share: per 128 planes, one load from HBM into x (forward) or y
+// (backward), the per-dim stages (`stages(b, em, f, first, second)`), one store of the other
+// buffer back to HBM.
+template <typename Stages>
+Program build_planes(const std::string& name, const UpsampleSpec& s, const CoreParams& core,
+                     const TensorDesc& from, const TensorDesc& to, bool backward, Stages&& stages) {
   const Layout l = layout_of(s);
-  check(name, input, s, false, "input");
-  check(name, out, s, true, "output");
   ProgramBuilder b(name, core);
   const Buffers f = alloc(b, l);
   const uint32_t P = core.sbuf.partitions;
   const StreamId qin = dma_queue(0), qout = dma_queue(1);
-  Emitter e(b, s, P, f.lambdas);
-  if (s.linear) e.emit_lambdas();
+  Emitter em(b, s, P, f.lambdas);
+  if (s.linear) em.emit_lambdas();
   std::array<std::vector<Segment>, 3> first, second;
   for (int64_t d = 0; d < s.dims; ++d) {
     first[d] = segments(source_map(s, d, false));
     if (s.linear) second[d] = segments(source_map(s, d, true));
   }
+  const uint64_t load = backward ? f.y : f.x, store = backward ? f.x : f.y;
+  const int64_t load_len = backward ? l.s_out : l.s_in, store_len = backward ? l.s_in : l.s_out;
   Token free_all = b.mark(kVector);
   for (int64_t q0 = 0; q0 < s.planes; q0 += P) {
     const uint32_t p = static_cast<uint32_t>(std::min<int64_t>(P, s.planes - q0));
-    Emitter& em = e;
     em.set_partitions(p);
     b.wait(qin, free_all);
-    b.emit(qin, isa::dma_copy(em.flat(f.x, l.s_in), planes_ap(input, q0, p)));
+    b.emit(qin, isa::dma_copy(em.flat(load, load_len), planes_ap(from, q0, p)));
     b.wait(kVector, b.mark(qin));
     b.wait(kVector, free_all);
+    stages(b, em, f, first, second);
+    b.wait(qout, b.mark(kVector));
+    b.emit(qout, isa::dma_copy(planes_ap(to, q0, p), em.flat(store, store_len)));
+    free_all = b.mark(qout);
+  }
+  return std::move(b).build();
+}
+
+using Segments = std::array<std::vector<Segment>, 3>;
+
+Program build_upsample(const std::string& name, const TensorDesc& input, const TensorDesc& out,
+                       const UpsampleSpec& s, const CoreParams& core) {
+  check_spec(name, s, core);
+  check(name, input, s, false, "input");
+  check(name, out, s, true, "output");
+  auto stages = [&](ProgramBuilder& b, Emitter& em, const Buffers& f, const Segments& first,
+                    const Segments& second) {
     // Innermost dim first; the last stage writes y.
     uint64_t src = f.x;
     int stage = 0;
@@ -343,40 +362,18 @@ Program build_upsample(const std::string& name, const TensorDesc& input, const T
       }
       src = dst;
     }
-    b.wait(qout, b.mark(kVector));
-    b.emit(qout, isa::dma_copy(planes_ap(out, q0, p), em.flat(f.y, l.s_out)));
-    free_all = b.mark(qout);
-  }
-  return std::move(b).build();
+  };
+  return build_planes(name, s, core, input, out, false, stages);
 }
 
 Program build_upsample_backward(const std::string& name, const TensorDesc& grad_out,
                                 const TensorDesc& grad_input, const UpsampleSpec& s,
                                 const CoreParams& core) {
   check_spec(name, s, core);
-  const Layout l = layout_of(s);
   check(name, grad_out, s, true, "grad_output");
   check(name, grad_input, s, false, "grad_input");
-  ProgramBuilder b(name, core);
-  const Buffers f = alloc(b, l);
-  const uint32_t P = core.sbuf.partitions;
-  const StreamId qin = dma_queue(0), qout = dma_queue(1);
-  Emitter e(b, s, P, f.lambdas);
-  if (s.linear) e.emit_lambdas();
-  std::array<std::vector<Segment>, 3> first, second;
-  for (int64_t d = 0; d < s.dims; ++d) {
-    first[d] = segments(source_map(s, d, false));
-    if (s.linear) second[d] = segments(source_map(s, d, true));
-  }
-  Token free_all = b.mark(kVector);
-  for (int64_t q0 = 0; q0 < s.planes; q0 += P) {
-    const uint32_t p = static_cast<uint32_t>(std::min<int64_t>(P, s.planes - q0));
-    Emitter& em = e;
-    em.set_partitions(p);
-    b.wait(qin, free_all);
-    b.emit(qin, isa::dma_copy(em.flat(f.y, l.s_out), planes_ap(grad_out, q0, p)));
-    b.wait(kVector, b.mark(qin));
-    b.wait(kVector, free_all);
+  auto stages = [&](ProgramBuilder& b, Emitter& em, const Buffers& f, const Segments& first,
+                    const Segments& second) {
     // Outermost dim first; the last stage writes x (the input gradient).
     uint64_t src = f.y;
     int stage = 0;
@@ -403,11 +400,8 @@ Program build_upsample_backward(const std::string& name, const TensorDesc& grad_
       }
       src = dst;
     }
-    b.wait(qout, b.mark(kVector));
-    b.emit(qout, isa::dma_copy(planes_ap(grad_input, q0, p), em.flat(f.x, l.s_in)));
-    free_all = b.mark(qout);
-  }
-  return std::move(b).build();
+  };
+  return build_planes(name, s, core, grad_out, grad_input, true, stages);
 }
 
 }  // namespace neuronsim::kernels

@@ -14,6 +14,7 @@ import neuronsim
 import pytest
 import torch
 import torch.nn.functional as F
+from tensor_trees import base_names, to_cpu, to_neuron
 from torch.testing._internal.common_methods_invocations import op_db
 
 OPS = {
@@ -59,29 +60,6 @@ OPINFOS = [o for o in op_db if (o.name, o.variant_test_name) in OPS]
 LIMITS = {"linspace": {torch.int32, torch.int64}, "logspace": {torch.int32, torch.int64}}
 
 
-def _base_names(ops):
-    """Op names without their overload ("aten::div.Tensor_mode" -> "aten::div")."""
-    return {o.split(".")[0] for o in ops}
-
-
-def _dev(x):
-    if isinstance(x, torch.Tensor):
-        return x.to("neuron")
-    if isinstance(x, list | tuple):
-        return type(x)(_dev(y) for y in x)
-    if isinstance(x, dict):
-        return {k: ("neuron" if k == "device" else _dev(v)) for k, v in x.items()}
-    return x
-
-
-def _cpu(x):
-    if isinstance(x, torch.Tensor):
-        return x.cpu()
-    if isinstance(x, list | tuple):
-        return [_cpu(y) for y in x]
-    return x
-
-
 def _name(o):
     return o.name + ("." + o.variant_test_name if o.variant_test_name else "")
 
@@ -101,10 +79,10 @@ def test_opinfo_samples_native_and_match_cpu(op, dtype):
         neuronsim.clear_op_tracking()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            got = op(_dev(s.input), *_dev(s.args), **_dev(s.kwargs))
-        torch.testing.assert_close(_cpu(got), _cpu(expected), equal_nan=True)
+            got = op(to_neuron(s.input), *to_neuron(s.args), **to_neuron(s.kwargs))
+        torch.testing.assert_close(to_cpu(got), to_cpu(expected), equal_nan=True)
         ran += 1
-        fallback = _base_names(neuronsim.get_fallback_ops()) & FAMILY
+        fallback = base_names(neuronsim.get_fallback_ops()) & FAMILY
         kw = s.kwargs
         unique_flags = op.name == "unique" and (
             kw.get("return_inverse") or kw.get("return_counts") or kw.get("dim") is not None
@@ -136,8 +114,8 @@ def test_activation_backwards_native_and_match_cpu(fn, backward_op):
     xd = x.to("neuron").requires_grad_()
     neuronsim.clear_op_tracking()
     fn(xd).backward(g.to("neuron"))
-    assert backward_op not in _base_names(neuronsim.get_fallback_ops())
-    assert backward_op in _base_names(neuronsim.get_executed_ops())
+    assert backward_op not in base_names(neuronsim.get_fallback_ops())
+    assert backward_op in base_names(neuronsim.get_executed_ops())
     torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6)
 
 
@@ -162,14 +140,14 @@ def test_unfold_backward_native_and_matches_cpu(shape, dim, size, step):
     wc.backward(g)
     neuronsim.clear_op_tracking()
     xd.unfold(dim, size, step).backward(g.to("neuron"))
-    assert "aten::unfold_backward" in _base_names(neuronsim.get_executed_ops())
+    assert "aten::unfold_backward" in base_names(neuronsim.get_executed_ops())
     assert not neuronsim.get_fallback_ops(), neuronsim.get_fallback_ops()
     torch.testing.assert_close(xd.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-6)
     # loss.sum() hands the backward an expanded gradient: still native.
     xd.grad = None
     neuronsim.clear_op_tracking()
     xd.unfold(dim, size, step).sum().backward()
-    assert "aten::unfold_backward" not in _base_names(neuronsim.get_fallback_ops())
+    assert "aten::unfold_backward" not in base_names(neuronsim.get_fallback_ops())
     xc.grad = None
     xc.unfold(dim, size, step).sum().backward()
     torch.testing.assert_close(xd.grad.cpu(), xc.grad)
@@ -192,12 +170,12 @@ def test_integer_division_semantics_match_cpu():
     x = a.to("neuron")
     x //= 3
     assert torch.equal(x.cpu(), a // 3)
-    assert _base_names(neuronsim.get_fallback_ops()) & FAMILY == set()
+    assert base_names(neuronsim.get_fallback_ops()) & FAMILY == set()
     for divisor in (torch.zeros(7, dtype=torch.int64), 0):
         with pytest.raises(RuntimeError, match="ZeroDivisionError"):
             a // divisor
         with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-            a.to("neuron") // (_dev(divisor) if isinstance(divisor, torch.Tensor) else divisor)
+            a.to("neuron") // (to_neuron(divisor) if isinstance(divisor, torch.Tensor) else divisor)
     f = torch.tensor([-1.5, 0.0, 2.0, float("nan")])
     for mode in ("floor", "trunc"):
         got = torch.div(f.to("neuron"), 0.0, rounding_mode=mode).cpu()
@@ -219,7 +197,7 @@ def test_moe_integer_routing_runs_native():
 
     for g, w in zip(route(logits.to("neuron")), route(logits), strict=True):
         assert torch.equal(g.cpu(), w)
-    assert _base_names(neuronsim.get_fallback_ops()) & FAMILY == set()
+    assert base_names(neuronsim.get_fallback_ops()) & FAMILY == set()
 
 
 def test_flip_roll_training_step_matches_cpu():

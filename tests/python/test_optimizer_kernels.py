@@ -14,6 +14,7 @@ import itertools
 import neuronsim
 import pytest
 import torch
+from tensor_trees import to_cpu, to_neuron
 from torch.testing._internal import common_methods_invocations as cmi
 
 FOREACH_DB = (
@@ -41,25 +42,9 @@ SAMPLES = 6
 NATIVE_FOREACH = [o for o in FOREACH_DB if o.name not in PER_TENSOR_FALLBACK]
 
 
-def _dev(x):
-    if isinstance(x, torch.Tensor):
-        return x.to("neuron")
-    if isinstance(x, list | tuple):
-        return type(x)(_dev(y) for y in x)
-    return x
-
-
-def _cpu(x):
-    if isinstance(x, torch.Tensor):
-        return x.cpu()
-    if isinstance(x, list | tuple):
-        return [_cpu(y) for y in x]
-    return x
-
-
 def _close(a, b, dtype):
     tol = dict(atol=1e-5, rtol=1.3e-6) if dtype == torch.float32 else dict(atol=1e-2, rtol=1.6e-2)
-    torch.testing.assert_close(_cpu(a), b, equal_nan=True, **tol)
+    torch.testing.assert_close(to_cpu(a), b, equal_nan=True, **tol)
 
 
 @pytest.mark.parametrize("op", NATIVE_FOREACH, ids=lambda o: o.name)
@@ -74,15 +59,15 @@ def test_foreach_opinfo_samples_match_cpu(op):
                 if fn is None:
                     continue
                 cin = [t.clone() for t in s.input]
-                din = _dev([t.clone() for t in s.input])
+                din = to_neuron([t.clone() for t in s.input])
                 try:
                     cout = fn(cin, *s.args, **s.kwargs)
                 except Exception:
                     with pytest.raises(Exception):  # noqa: B017 - both sides must raise
-                        fn(din, *_dev(s.args), **_dev(s.kwargs))
+                        fn(din, *to_neuron(s.args), **to_neuron(s.kwargs))
                     continue
                 neuronsim.clear_op_tracking()
-                dout = fn(din, *_dev(s.args), **_dev(s.kwargs))
+                dout = fn(din, *to_neuron(s.args), **to_neuron(s.kwargs))
                 assert neuronsim.get_fallback_ops() == set(), op.name
                 _close(din, cin, dtype)
                 if cout is not None:

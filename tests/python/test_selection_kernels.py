@@ -11,6 +11,7 @@ import warnings
 import neuronsim
 import pytest
 import torch
+from tensor_trees import base_names, to_cpu, to_neuron
 from torch.testing._internal.common_methods_invocations import op_db
 
 OPS = [
@@ -35,29 +36,6 @@ FAMILY = {
 OPINFOS = [o for o in op_db if o.name in OPS and o.variant_test_name == ""]
 
 
-def _base_names(ops):
-    """Op names without their overload ("aten::sort.stable" -> "aten::sort")."""
-    return {o.split(".")[0] for o in ops}
-
-
-def _dev(x):
-    if isinstance(x, torch.Tensor):
-        return x.to("neuron")
-    if isinstance(x, list | tuple):
-        return type(x)(_dev(y) for y in x)
-    if isinstance(x, dict):
-        return {k: _dev(v) for k, v in x.items()}
-    return x
-
-
-def _cpu(x):
-    if isinstance(x, torch.Tensor):
-        return x.cpu()
-    if isinstance(x, list | tuple):
-        return [_cpu(y) for y in x]
-    return x
-
-
 @pytest.mark.parametrize("op", OPINFOS, ids=lambda o: o.name)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32], ids=str)
 def test_opinfo_samples_native_and_match_cpu(op, dtype):
@@ -73,10 +51,10 @@ def test_opinfo_samples_native_and_match_cpu(op, dtype):
         neuronsim.clear_op_tracking()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            got = op(_dev(s.input), *_dev(s.args), **_dev(s.kwargs))
-        torch.testing.assert_close(_cpu(got), expected, equal_nan=True)
-        fallback = _base_names(neuronsim.get_fallback_ops()) & FAMILY
-        executed = _base_names(neuronsim.get_executed_ops()) & FAMILY
+            got = op(to_neuron(s.input), *to_neuron(s.args), **to_neuron(s.kwargs))
+        torch.testing.assert_close(to_cpu(got), expected, equal_nan=True)
+        fallback = base_names(neuronsim.get_fallback_ops()) & FAMILY
+        executed = base_names(neuronsim.get_executed_ops()) & FAMILY
         # Only the kernels' documented limits fall back (rows longer than SBUF holds, dims
         # that do not fold into rows, broadcast masks).
         if not fallback:
@@ -99,7 +77,7 @@ def test_long_sort_and_scan_rows():
     ]:
         neuronsim.clear_op_tracking()
         got, want = fn(x.to("neuron")), fn(x)
-        torch.testing.assert_close(_cpu(got), _cpu(want))
+        torch.testing.assert_close(to_cpu(got), to_cpu(want))
         assert neuronsim.get_fallback_ops() == set()
 
 
@@ -122,7 +100,7 @@ def test_mixtral_moe_layer_runs_without_fallback_from_these_families():
         warnings.simplefilter("ignore")
         out = device_block(x.to("neuron"))
         out.square().mean().backward()
-    assert _base_names(neuronsim.get_fallback_ops()) & FAMILY == set()
+    assert base_names(neuronsim.get_fallback_ops()) & FAMILY == set()
     assert {"aten::topk", "aten::nonzero"} <= neuronsim.get_executed_ops()
     torch.testing.assert_close(out.cpu(), block(x))
     for a, b in zip(block.parameters(), device_block.parameters(), strict=True):

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "aten/device_tensor.h"
+#include "aten/map_tensors.h"
 
 namespace neuronsim::backend {
 
@@ -28,27 +29,7 @@ at::Tensor to_meta(const at::Tensor& t, std::vector<MetaArg>& seen) {
 }
 
 c10::IValue meta_arg(const c10::IValue& v, std::vector<MetaArg>& seen) {
-  if (v.isTensor()) return to_meta(v.toTensor(), seen);
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(to_meta(t, seen));
-    return out;
-  }
-  if (v.isList()) {
-    const auto& ref = v.toListRef();
-    bool has_tensor = false;
-    for (const auto& e : ref) has_tensor |= e.isTensor();
-    if (!has_tensor) return v;
-    c10::List<std::optional<at::Tensor>> out;
-    for (const auto& e : ref) {
-      if (e.isTensor())
-        out.push_back(to_meta(e.toTensor(), seen));
-      else
-        out.push_back(std::nullopt);
-    }
-    return out;
-  }
-  return v;
+  return map_tensors(v, [&](const at::Tensor& t) { return to_meta(t, seen); });
 }
 
 // The device tensor a meta result stands for: its argument, or a fresh one (marked by

@@ -12,6 +12,7 @@
 #include "accelerator/context.h"
 #include "aten/device_tensor.h"
 #include "aten/isa_outputs.h"
+#include "aten/map_tensors.h"
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
@@ -61,27 +62,7 @@ at::Tensor to_cpu(const at::Tensor& t, bool emulate64, std::vector<CpuArg>& seen
 
 c10::IValue convert_arg(const c10::IValue& v, bool emulate64, std::vector<CpuArg>& seen,
                         bool* any64) {
-  if (v.isTensor()) return to_cpu(v.toTensor(), emulate64, seen, any64);
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(to_cpu(t, emulate64, seen, any64));
-    return out;
-  }
-  if (v.isList()) {
-    const auto& ref = v.toListRef();
-    bool has_tensor = false;
-    for (const auto& e : ref) has_tensor |= e.isTensor();
-    if (!has_tensor) return v;
-    c10::List<std::optional<at::Tensor>> out;
-    for (const auto& e : ref) {
-      if (e.isTensor())
-        out.push_back(to_cpu(e.toTensor(), emulate64, seen, any64));
-      else
-        out.push_back(std::nullopt);
-    }
-    return out;
-  }
-  return v;
+  return map_tensors(v, [&](const at::Tensor& t) { return to_cpu(t, emulate64, seen, any64); });
 }
 
 // A CPU result becomes a device tensor (or the device tensor it aliases).

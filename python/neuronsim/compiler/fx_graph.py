@@ -46,12 +46,24 @@ class GraphDescription:
 # launch rather than join it.
 _HOST_OPS = {"aten::convolution", "aten::convolution_backward"}
 
+# Functional collectives (torch.distributed._functional_collectives: DTensor, tensor parallelism
+# and FSDP2 under torch.compile) and their waits. A collective is an operation of the ranks'
+# collective streams where the ranks' clocks meet, after the compute that produced its input:
+# it ends a launch, runs as in eager mode (the neuron c10d backend places it on the timeline)
+# and the next launch starts after it; `wait_tensor` orders the compute stream after the
+# collective, as in eager mode.
+_COLLECTIVE_NAMESPACES = ("_c10d_functional::", "c10d_functional::", "_dtensor::")
+
+
+def is_collective(op: str) -> bool:
+    return op.startswith(_COLLECTIVE_NAMESPACES)
+
 
 def has_device_kernel(op: str, overload: str = "default") -> bool:
     """Whether the eager backend runs `op` on the device: a kernel-library op, a random op, or a
     composite that decomposes into device ops when it runs. Everything else (structured out=
     kernels with no device version, the CPU convolution) is host work."""
-    if op in _HOST_OPS:
+    if op in _HOST_OPS or is_collective(op):
         return False
     if op in _RANDOM_OPS or _C._has_device_kernel(op):
         return True

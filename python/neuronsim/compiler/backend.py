@@ -22,7 +22,12 @@ import torch.fx
 
 from neuronsim.compiler import stats
 from neuronsim.compiler.const_fold import fold_constants
-from neuronsim.compiler.fx_graph import UnsupportedGraph, describe, is_collective
+from neuronsim.compiler.fx_graph import (
+    UnsupportedGraph,
+    describe,
+    is_collective,
+    overlap_collectives,
+)
 from neuronsim.compiler.runner import Variant
 
 # Identical graphs (same code, same input layouts) compile once per process: a model's repeated
@@ -109,6 +114,7 @@ class CompiledGraph:
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, kind: str):
         _counter[kind] += 1
         self.folded = fold_constants(gm)
+        overlap_collectives(gm)
         self.gm = gm
         self.kind = kind
         self.name = f"{_PREFIX[kind]}{_counter[kind] - 1}"

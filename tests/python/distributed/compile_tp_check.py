@@ -77,8 +77,7 @@ for (name, p), q in zip(compiled_model.named_parameters(), eager.parameters(), s
     close(f"grad {name}", p.grad.to_local(), q.grad.to_local())
 
 # The graphs hold the collectives: the forward's all_reduce (RowwiseParallel's output) and the
-# backward's (ColwiseParallel's input gradient), each ending a launch of its graph (the backward
-# computes the weight gradients first: they do not need the collective).
+# backward's (ColwiseParallel's input gradient), each ending a launch of its graph.
 stats = neuronsim.compile_stats()
 graphs = {g["kind"]: g for g in stats["per_graph"]}  # the latest graph of each kind
 for kind in ("forward", "backward"):
@@ -86,11 +85,15 @@ for kind in ("forward", "backward"):
     assert g["collective_nodes"].get("_c10d_functional::all_reduce") == 1, g
     assert g["eager_nodes"] == {} and g["host_nodes"] == {}, g
 assert graphs["forward"]["launches"] == 2, graphs["forward"]  # compute, all_reduce, compute
+assert graphs["backward"]["launches"] == 3, graphs["backward"]  # dx, all_reduce, dW, wait, rest
 counts = sum(t["count"] for t in after.values()) - sum(t["count"] for t in before.values())
 assert counts == 2, f"rank {rank}: {counts} collectives in a compiled training step, want 2"
 
-# The timeline: each collective starts after its graph's launch that computed its input ended,
-# and a launch after it (the forward's second: tanh and the residual) starts after it ends.
+# The timeline: each collective starts after the launch of its graph that computed its input,
+# and the launch after its wait (the forward's tanh and residual, the backward's last) starts
+# after it ends. The compiler issues a collective as soon as its input exists and waits as late
+# as it can (fx_graph.overlap_collectives): the backward's weight gradients, which do not need
+# the input gradient's all-reduce, run while it runs; the forward has nothing to overlap.
 events = json.loads(trace.read_text())
 events = events["traceEvents"] if isinstance(events, dict) else events
 rows = {
@@ -118,13 +121,19 @@ launches = sorted(
 )
 assert len(collectives) == 2, collectives
 eps = 1e-3  # trace timestamps are microseconds with nanosecond decimals
+during = {}
 for c, kind in zip(collectives, ("fw", "bw"), strict=True):
-    before_c = [k for k in launches if k["ts"] <= c["ts"] + eps]
-    assert before_c and before_c[-1]["name"].startswith(kind), (kind, c, launches)
-    assert before_c[-1]["ts"] + before_c[-1]["dur"] <= c["ts"] + eps, (before_c[-1], c)
-    for k in launches:
-        if k["ts"] > c["ts"] + eps:
-            assert k["ts"] + eps >= c["ts"] + c["dur"], (k, c)
-assert any(collectives[0]["ts"] < k["ts"] < collectives[1]["ts"] for k in launches), launches
-say(f"rank {rank}: compile tp ok ({len(collectives)} collectives between launches)")
+    end = c["ts"] + c["dur"]
+    mine = [k for k in launches if k["name"].startswith(kind)]
+    before_c = [k for k in mine if k["ts"] <= c["ts"] + eps]
+    after_c = [k for k in mine if k["ts"] > c["ts"] + eps]
+    assert before_c and before_c[-1]["ts"] + before_c[-1]["dur"] <= c["ts"] + eps, (c, mine)
+    assert after_c and after_c[-1]["ts"] + eps >= end, (c, mine)
+    during[kind] = [k for k in mine if c["ts"] + eps < k["ts"] < end - eps]
+assert not during["fw"], during
+assert during["bw"], (collectives[1], launches)
+say(
+    f"rank {rank}: compile tp ok ({len(collectives)} collectives between launches, "
+    f"{len(during['bw'])} backward launch overlapping its all_reduce)"
+)
 dist.destroy_process_group()

@@ -17,6 +17,10 @@ always goes first), a repeat takes the median of each over its iterations, and t
 times and ratio are the medians over --repeats repeats (the ratio: of the repeats' ratios). A
 burst of load then moves one repeat, not the figure.
 
+Each row ends with the machine's 1-minute load average (the higher of its values before and
+after the size; the JSON output has both): on a shared machine, a ratio measured under a load
+well above the core count should be re-run before it is read as the backend's.
+
 Sizes follow nccl-tests: all_reduce the buffer, all_gather its output, reduce_scatter its
 input, all_to_all one rank's input; float32 data.
 
@@ -176,6 +180,7 @@ def worker(args) -> None:
                 fn()
                 return time.perf_counter() - t
 
+            load_before = os.getloadavg()[0]
             ours = functools.partial(run, op, x, y)
             theirs = functools.partial(run, op, hx, hy, gloo)
             repeats = []  # (neuron median, gloo median) per repeat
@@ -210,6 +215,9 @@ def worker(args) -> None:
                     "gloo_wall_us": gw * 1e6,
                     "ratio": ratio,
                     "repeat_ratios": [r[0] / r[1] for r in repeats],
+                    # The machine's 1-minute load average before and after this size: the host
+                    # times (not the ratio's two sides, measured interleaved) move with it.
+                    "load": [load_before, os.getloadavg()[0]],
                 }
             )
             if rank == 0:
@@ -234,7 +242,7 @@ def worker(args) -> None:
 
 HEADER = (
     f"{'op':>15} {'size':>10} {'sim time(us)':>13} {'algbw(GB/s)':>12} {'busbw(GB/s)':>12}"
-    f" {'neuron wall(us)':>16} {'gloo wall(us)':>14} {'ratio':>6}"
+    f" {'neuron wall(us)':>16} {'gloo wall(us)':>14} {'ratio':>6} {'load':>5}"
 )
 
 
@@ -249,7 +257,7 @@ def format_row(r: dict) -> str:
     return (
         f"{r['op']:>15} {size_str(r['size']):>10} {r['simulated_us']:>13.1f} "
         f"{r['algbw_gbps']:>12.2f} {r['busbw_gbps']:>12.2f} {r['neuron_wall_us']:>16.1f} "
-        f"{r['gloo_wall_us']:>14.1f} {r['ratio']:>6.2f}"
+        f"{r['gloo_wall_us']:>14.1f} {r['ratio']:>6.2f} {max(r['load']):>5.1f}"
     )
 
 

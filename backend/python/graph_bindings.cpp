@@ -97,6 +97,7 @@ py::dict report(const CompiledGraphRun& run) {
     py::dict x;
     x["values"] = s.values;
     x["host_node"] = s.host_node;
+    x["parts"] = s.parts.size();  // 0: nothing to launch (between two host or collective nodes)
     x["prelinked"] = s.prelinked;
     x["instructions"] = s.prelinked ? s.linked.program.instruction_count() : 0;
     segments.append(x);

@@ -189,6 +189,12 @@ def test_tensor_parallel_and_dtensor_match_cpu():
     ranks_say(torchrun("tp_check.py", 4), r"tp ok", 4)
 
 
+def test_compiled_tensor_parallel_mlp_has_its_collectives_between_launches(tmp_path):
+    """torch.compile(backend="neuron") of a TP MLP: eager's values and gradients, and each
+    functional collective on the timeline after the launch that computed its input."""
+    ranks_say(torchrun("compile_tp_check.py", 2, tmp_path), r"compile tp ok", 2)
+
+
 def test_accelerate_launch_fsdp2_picks_neuron():
     cmd = [
         str(Path(sys.executable).parent / "accelerate"),

@@ -151,7 +151,8 @@ def compile_lines(s: dict) -> list[str]:
         f"graphs, {c.get('nodes', 0)} nodes: {c.get('fused_nodes', 0)} fused into "
         f"{c.get('fused_regions', 0)} regions, {c.get('native_nodes', 0)} data-dependent "
         f"device kernels and {c.get('eager_nodes', 0)} eager kernels inside launches, "
-        f"{c.get('host_nodes', 0)} on the host; compile time "
+        f"{c.get('host_nodes', 0)} on the host, {c.get('collective_nodes', 0)} collectives "
+        f"between launches; compile time "
         f"{c.get('compile_time_s', 0.0):.2f} s, {c.get('cache_hits', 0)} cache hits, "
         f"{c.get('shape_specializations', 0)} shape specialisations, "
         f"{c.get('fallback_graphs', 0)} graphs on eager kernels",

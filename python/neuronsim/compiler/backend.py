@@ -22,7 +22,12 @@ import torch.fx
 
 from neuronsim.compiler import stats
 from neuronsim.compiler.const_fold import fold_constants
-from neuronsim.compiler.fx_graph import UnsupportedGraph, describe
+from neuronsim.compiler.fx_graph import (
+    UnsupportedGraph,
+    describe,
+    is_collective,
+    overlap_collectives,
+)
 from neuronsim.compiler.runner import Variant
 
 # Identical graphs (same code, same input layouts) compile once per process: a model's repeated
@@ -109,6 +114,7 @@ class CompiledGraph:
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, kind: str):
         _counter[kind] += 1
         self.folded = fold_constants(gm)
+        overlap_collectives(gm)
         self.gm = gm
         self.kind = kind
         self.name = f"{_PREFIX[kind]}{_counter[kind] - 1}"
@@ -200,31 +206,40 @@ class CompiledGraph:
                 eager_nodes={},
                 native_nodes={},
                 host_nodes={},
+                collective_nodes={},
                 launches=0,
                 instructions=0,
                 not_fused={},
                 region_names=[],
             )
             return e
-        buckets: dict = {"eager": {}, "native": {}, "host": {}}
-        eager, native, host = buckets["eager"], buckets["native"], buckets["host"]
+        buckets: dict = {"eager": {}, "native": {}, "host": {}, "collective": {}}
         not_fused: dict = {}
         fused = 0
         for n in report["nodes"]:
             if n["class"] == "fused":
                 fused += 1
             elif n["class"] in buckets:
-                bucket = buckets[n["class"]]
+                # A functional collective ends a launch as a host node does, but it is an
+                # operation of the collective stream, not host work (fx_graph.is_collective).
+                collective = n["class"] == "host" and is_collective(n["op"])
+                bucket = buckets["collective" if collective else n["class"]]
                 bucket[n["op"]] = bucket.get(n["op"], 0) + 1
-                k = f"{n['op']}: {n['reason']}"
+                reason = (
+                    "a collective: runs on the collective stream between launches"
+                    if collective
+                    else n["reason"]
+                )
+                k = f"{n['op']}: {reason}"
                 not_fused[k] = not_fused.get(k, 0) + 1
         e.update(
             regions=sum(1 for r in report["regions"] if r["kind"] in ("tile", "matmul")),
             fused_nodes=fused,
-            eager_nodes=eager,
-            native_nodes=native,
-            host_nodes=host,
-            launches=len(report["segments"]),
+            eager_nodes=buckets["eager"],
+            native_nodes=buckets["native"],
+            host_nodes=buckets["host"],
+            collective_nodes=buckets["collective"],
+            launches=sum(1 for seg in report["segments"] if seg["parts"]),
             instructions=report["instructions"],
             not_fused=not_fused,
             region_names=[r["name"] for r in report["regions"]],

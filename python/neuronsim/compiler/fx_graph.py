@@ -46,12 +46,77 @@ class GraphDescription:
 # launch rather than join it.
 _HOST_OPS = {"aten::convolution", "aten::convolution_backward"}
 
+# Functional collectives (torch.distributed._functional_collectives: DTensor, tensor parallelism
+# and FSDP2 under torch.compile) and their waits. A collective is an operation of the ranks'
+# collective streams where the ranks' clocks meet, after the compute that produced its input:
+# it ends a launch, runs as in eager mode (the neuron c10d backend places it on the timeline)
+# and the next launch starts after it; `wait_tensor` orders the compute stream after the
+# collective, as in eager mode.
+_COLLECTIVE_NAMESPACES = ("_c10d_functional::", "c10d_functional::", "_dtensor::")
+
+
+def is_collective(op: str) -> bool:
+    return op.startswith(_COLLECTIVE_NAMESPACES)
+
+
+def _op_name(n: torch.fx.Node) -> str:
+    t = n.target
+    return t._schema.name if isinstance(t, torch._ops.OpOverload) else ""
+
+
+def _mutates(n: torch.fx.Node) -> bool:
+    t = n.target
+    return isinstance(t, torch._ops.OpOverload) and t._schema.is_mutable
+
+
+def overlap_collectives(gm: torch.fx.GraphModule) -> int:
+    """Issues each functional collective as soon as its inputs exist and waits for it as late as
+    the graph allows, as the Neuron compiler and Inductor's comm reordering do: the compute in
+    between (a backward's weight gradients while the input gradient is all-reduced) then runs
+    on the compute stream while the collective runs on its own. A wait moves down past nodes
+    that neither read its result nor mutate anything (a graph's trailing copies into its
+    inputs stay after it). Returns how many nodes moved."""
+    g = gm.graph
+    moved = 0
+    for n in list(g.nodes):
+        if n.op != "call_function" or not is_collective(_op_name(n)):
+            continue
+        if _op_name(n).endswith("wait_tensor"):
+            continue
+        order = {x: i for i, x in enumerate(g.nodes)}
+        last_placeholder = max(
+            (x for x in g.nodes if x.op == "placeholder"), key=order.get, default=None
+        )
+        anchors = [x for x in n.all_input_nodes] + (
+            [last_placeholder] if last_placeholder is not None else []
+        )
+        if not anchors:
+            continue
+        after = max(anchors, key=order.get)
+        if order[after] + 1 < order[n]:
+            after.append(n)
+            moved += 1
+    for n in list(g.nodes):
+        if n.op != "call_function" or _op_name(n) != "_c10d_functional::wait_tensor":
+            continue
+        users = set(n.users)
+        stop = n.next
+        while stop.op != "output" and stop not in users and not _mutates(stop):
+            stop = stop.next
+        if stop is not n.next:
+            stop.prepend(n)
+            moved += 1
+    if moved:
+        g.lint()
+        gm.recompile()
+    return moved
+
 
 def has_device_kernel(op: str, overload: str = "default") -> bool:
     """Whether the eager backend runs `op` on the device: a kernel-library op, a random op, or a
     composite that decomposes into device ops when it runs. Everything else (structured out=
     kernels with no device version, the CPU convolution) is host work."""
-    if op in _HOST_OPS:
+    if op in _HOST_OPS or is_collective(op):
         return False
     if op in _RANDOM_OPS or _C._has_device_kernel(op):
         return True

@@ -103,6 +103,8 @@ def build_module(
         elif rec["class"] == "host":
             node.target = _HostNode(node.target)
     for k, seg in enumerate(report["segments"]):
+        if not seg["parts"]:
+            continue  # nothing runs on the device here (two host or collective nodes in a row)
         host = seg["host_node"]
         where = env[description.call_nodes[host]] if host >= 0 else output
         args = tuple(env[description.value_node[v]] for v in seg["values"])

@@ -16,6 +16,7 @@ _counts = {
     # its DMA descriptors from the indices, inside the launch
     "native_nodes": 0,
     "host_nodes": 0,  # run on the host CPU between launches
+    "collective_nodes": 0,  # functional collectives and their waits, between launches
     "launches_per_run": 0,  # summed over graphs: one per segment
     "recompilations": 0,
     "shape_specializations": 0,  # a graph with dynamic dims compiled for one more shape
@@ -43,6 +44,7 @@ def record_graph(entry: dict) -> None:
     _counts["eager_nodes"] += sum(entry["eager_nodes"].values())
     _counts["native_nodes"] += sum(entry.get("native_nodes", {}).values())
     _counts["host_nodes"] += sum(entry["host_nodes"].values())
+    _counts["collective_nodes"] += sum(entry.get("collective_nodes", {}).values())
     _counts["launches_per_run"] += entry["launches"]
     if entry.get("cache_hit"):
         _counts["cache_hits"] += 1

@@ -3,6 +3,7 @@
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/elementwise.h"
+#include "neuronsim/kernels/spmd.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -14,9 +15,9 @@ using Programs = std::vector<device::Program>;
 NativeOpTable copy_ops() {
   NativeOpTable ops;
   ops.push_back({"aten::clone", [](const OpInvocation& inv) {
-                   return Programs{kernels::build_copy(inv.name, inv.describe(inv.tensor(0)),
-                                                       inv.describe(inv.outputs.at(0)),
-                                                       inv.core())};
+                   return Programs{kernels::build_copy_grid(inv.name, inv.describe(inv.tensor(0)),
+                                                            inv.describe(inv.outputs.at(0)),
+                                                            inv.core(), inv.grid)};
                  }});
   ops.push_back({"aten::cat", [](const OpInvocation& inv) {
                    const at::Tensor out = inv.outputs.at(0);

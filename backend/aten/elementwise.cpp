@@ -8,6 +8,7 @@
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/elementwise.h"
+#include "neuronsim/kernels/spmd.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -81,8 +82,8 @@ void reg(NativeOpTable& ops, const std::string& name, ExprFn fn, SupportCheck su
                    fn(operands, e);
                    e.integer =
                        operands.integer_inputs && c10::isIntegralType(out.scalar_type(), true);
-                   return std::vector<device::Program>{kernels::build_elementwise(
-                       name, operands.inputs, inv.describe(out), e, inv.core())};
+                   return std::vector<device::Program>{kernels::build_elementwise_grid(
+                       name, operands.inputs, inv.describe(out), e, inv.core(), inv.grid)};
                  },
                  std::move(supports)});
 }

@@ -3,6 +3,7 @@
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/matmul.h"
+#include "neuronsim/kernels/spmd.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -48,8 +49,9 @@ NativeOpTable matmul_ops() {
     if (out.dim() == 0) c = kernels::TensorDesc{c.address, c.dtype, {1, 1}, {1, 1}};
     std::optional<kernels::TensorDesc> bd;
     if (bias && bias->defined() && beta != 0.0f) bd = inv.describe(*bias);
-    return Programs{kernels::build_matmul(inv.name, as_matrix(inv, a, false),
-                                          as_matrix(inv, b, true), c, bd, spec, inv.core())};
+    return Programs{kernels::build_matmul_grid(inv.name, as_matrix(inv, a, false),
+                                               as_matrix(inv, b, true), c, bd, spec, inv.core(),
+                                               inv.grid)};
   };
   // TensorE multiplies floating-point data only; integer matmuls take the CPU fallback.
   for (const char* n : {"aten::mm", "aten::bmm", "aten::mv", "aten::dot"}) {

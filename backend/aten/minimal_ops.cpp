@@ -17,7 +17,9 @@
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
+#include "graph/graph_capture.h"
 #include "neuronsim/kernels/elementwise.h"
+#include "neuronsim/kernels/spmd.h"
 #include "neuronsim/runtime/trace_session.h"
 
 namespace neuronsim::backend {
@@ -96,10 +98,15 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
         return kernels::build_elementwise("copy", {describe(self, hbm)}, describe(dst, hbm), e,
                                           r.device().params().core);
       }
-      return typed ? kernels::build_copy("copy", describe(self, hbm), describe(dst, hbm),
-                                         r.device().params().core)
-                   : kernels::build_copy("copy", describe_bytes(self, hbm),
-                                         describe_bytes(dst, hbm), r.device().params().core);
+      // A logical core of several physical cores copies on all of them (kernels/spmd.h), except
+      // inside a compiled graph, whose linker joins single-core programs.
+      const uint32_t grid =
+          capture_mode() == CaptureMode::kOff ? r.device().params().logical_core_size : 1;
+      return typed ? kernels::build_copy_grid("copy", describe(self, hbm), describe(dst, hbm),
+                                              r.device().params().core, grid)
+                   : kernels::build_copy_grid("copy", describe_bytes(self, hbm),
+                                              describe_bytes(dst, hbm), r.device().params().core,
+                                              grid);
     });
     launch_programs(
         dst.device(), {program},

@@ -148,6 +148,7 @@ void run_programs(const NativeOp& native, OpInvocation& inv, bool functional,
   with_runtime([&](runtime::Runtime& r) {
     inv.core_params = &r.device().params().core;
     inv.hbm_address = hbm_addresses(r);
+    inv.grid = capture_mode() == CaptureMode::kOff ? r.device().params().logical_core_size : 1;
     std::optional<ProgramKey> key;
     const std::vector<device::Program>* cached = nullptr;
     std::vector<device::Program> built;
@@ -365,6 +366,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     const auto programs = with_runtime([&](runtime::Runtime& r) {
       inv.core_params = &r.device().params().core;
       inv.hbm_address = hbm_addresses(r);
+      inv.grid = capture == CaptureMode::kOff ? r.device().params().logical_core_size : 1;
       return native->build(inv);
     });
     launch_programs(*device, programs, false);

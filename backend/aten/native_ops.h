@@ -30,6 +30,10 @@ struct OpInvocation {
   /// parameters and the HBM address of device memory.
   const device::CoreParams* core_params = nullptr;
   HbmAddressOf hbm_address;
+  /// Physical cores the op's launch may span (chip.logical_core_size; 1 inside a compiled graph,
+  /// whose linker joins single-core programs): the kernels that split their work across a
+  /// logical core's cores (kernels/spmd.h) read it.
+  uint32_t grid = 1;
 
   const device::CoreParams& core() const { return *core_params; }
   /// A device tensor as the kernel library sees it.

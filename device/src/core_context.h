@@ -16,11 +16,15 @@ namespace neuronsim::device {
 
 struct CoreContext {
   uint32_t index = 0;
+  uint32_t logical_core_size = 1;  // chip.logical_core_size: physical cores per logical core
   const ChipParams* chip = nullptr;
   const CoreParams* core = nullptr;
   const ExecMode* mode = nullptr;
   MemoryMap mem{};
   SemaphoreBank* sems = nullptr;
+  /// The semaphores of every program instance of the running launch, by pcore (this core's among
+  /// them): where a sem_signal with sem_pcore >= 0 adds. One entry for a grid-1 launch.
+  std::vector<SemaphoreBank*> grid_sems;
   DmaFabric* fabric = nullptr;
   uint32_t hbm_stack = 0;  // the stack this core is attached to
   sim::TraceSink* sink = nullptr;
@@ -41,7 +45,10 @@ struct CoreContext {
   bool timing() const { return *mode != ExecMode::kFunctional; }
   bool functional() const { return *mode != ExecMode::kTiming; }
   bool tracing() const { return sink != nullptr && sink->enabled(); }
-  std::string process_name() const { return "nc" + std::to_string(index); }
+  /// Trace process: the logical core's ("nc<its first physical core>"); rows of its physical
+  /// cores carry row_prefix() ("pcore1 ") when the logical core has several.
+  std::string process_name() const { return core_trace_process(index, logical_core_size); }
+  std::string row_prefix() const { return core_trace_row_prefix(index, logical_core_size); }
 };
 
 }  // namespace neuronsim::device

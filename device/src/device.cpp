@@ -34,6 +34,14 @@ std::optional<ExecMode> parse_exec_mode(std::string_view n) {
   return std::nullopt;
 }
 
+std::string core_trace_process(uint32_t core, uint32_t lnc) {
+  return fmt::format("nc{}", lnc > 1 ? core - core % lnc : core);
+}
+
+std::string core_trace_row_prefix(uint32_t core, uint32_t lnc) {
+  return lnc > 1 && core % lnc != 0 ? fmt::format("pcore{} ", core % lnc) : std::string();
+}
+
 struct Device::Impl {
   Config config;
   ChipParams params;
@@ -48,14 +56,44 @@ struct Device::Impl {
   // The program each core runs next: its copy in `pending`, or the caller's program during
   // run(core, program), which needs no copy (a large program is megabytes of instructions).
   std::vector<const Program*> queued;
-  std::vector<sim::TrackId> kernel_tracks;
-  std::vector<sim::TrackId> host_tracks;  // id + 1, 0 = not created
+  // Per core: the program instance it runs of its queued program (Note [LNC launch]; 0 for a
+  // grid-1 program), and the first core of that launch.
+  std::vector<uint32_t> queued_pcore, queued_head;
+  std::vector<sim::TrackId> kernel_tracks;  // id + 1, 0 = not created
+  std::vector<sim::TrackId> host_tracks;    // id + 1, 0 = not created
   std::function<bool(uint64_t, uint64_t)> hbm_range_check;
 
   Impl(const Config& c, DeviceOptions o) : config(c), params(parse_chip_params(c)), mode(o.mode) {}
   /// Validates `program` and queues it for `core`, as a copy or borrowed.
   void enqueue(uint32_t core, const Program& program, bool copy, bool validated = false);
+  /// The "Kernels" row of a physical core (created on first use).
+  sim::TrackId kernel_track(uint32_t core);
+  /// Forgets what is queued on the cores of the launch that `core` heads.
+  void unqueue(uint32_t core);
 };
+
+sim::TrackId Device::Impl::kernel_track(uint32_t c) {
+  if (kernel_tracks[c] == 0) {
+    const uint32_t lnc = params.logical_core_size;
+    const int sort = lnc > 1 ? 1000 * static_cast<int>(c % lnc) : 0;
+    // A logical core's launches, grid launches included, are on its first core's row, "Kernels".
+    const std::string row = core_trace_row_prefix(c, lnc) + "Kernels";
+    kernel_tracks[c] =
+        sink->add_track({core_trace_process(c, lnc), row, sim::TrackKind::kSlices, sort}) + 1;
+  }
+  return kernel_tracks[c] - 1;
+}
+
+void Device::Impl::unqueue(uint32_t core) {
+  const Program* p = queued[core];
+  if (!p) return;
+  for (uint32_t i = 0; i < p->grid && core + i < cores; ++i) {
+    queued[core + i] = nullptr;
+    queued_pcore[core + i] = 0;
+    queued_head[core + i] = core + i;
+  }
+  pending[core].reset();
+}
 
 namespace {
 bool g_device_built = false;
@@ -87,6 +125,8 @@ Device::Device(const Config& config, DeviceOptions options)
   }
   d.pending.resize(d.cores);
   d.queued.assign(d.cores, nullptr);
+  d.queued_pcore.assign(d.cores, 0);
+  for (uint32_t c = 0; c < d.cores; ++c) d.queued_head.push_back(c);
   d.kernel_tracks.assign(d.cores, 0);
   g_device_built = true;
   // Finish elaboration so that later runs start from a ready kernel.
@@ -149,10 +189,9 @@ void Device::set_trace_sink(sim::TraceSink* sink) {
                              {"hbm_stacks", d.hbm->stacks()},
                              {"dma_bytes_per_s_per_core",
                               p.core.dma.engines * p.core.dma.engine_bandwidth_bytes_per_s}});
-  for (uint32_t c = 0; c < d.cores; ++c) {
-    d.kernel_tracks[c] =
-        d.sink->add_track({fmt::format("nc{}", c), "Kernels", sim::TrackKind::kSlices, 0});
-  }
+  // Every logical core's "Kernels" row first; a later physical core's when it runs a program of
+  // its own.
+  for (uint32_t c = 0; c < d.cores; c += p.logical_core_size) d.kernel_track(c);
 }
 
 void Device::submit(uint32_t core, const Program& program) {
@@ -164,16 +203,42 @@ void Device::Impl::enqueue(uint32_t core, const Program& program, bool copy, boo
   if (core >= d.cores) {
     throw Error(fmt::format("NeuronCore {} does not exist; the device has {}", core, d.cores));
   }
-  if (d.queued[core]) {
-    throw Error(fmt::format("NeuronCore {} already has a program queued for this run", core));
+  const uint32_t lnc = d.params.logical_core_size;
+  const uint32_t grid = program.grid;
+  if (grid > 1 && grid <= lnc) {  // larger grids fail validation ("grid") below
+    if (core % lnc != 0) {
+      throw Error(fmt::format(
+          "program '{}' has grid {}: it launches on a logical NeuronCore, whose first physical "
+          "core is a multiple of {}, not on physical core {}",
+          program.name, grid, lnc, core));
+    }
+    if (core + grid > d.cores) {
+      throw Error(
+          fmt::format("program '{}' has grid {} but only {} of the logical core's physical "
+                      "cores are elaborated (DeviceOptions::cores = {})",
+                      program.name, grid, d.cores - core, d.cores));
+    }
   }
+  for (uint32_t i = 0; i < std::min(grid, d.cores - core); ++i) {
+    if (d.queued[core + i]) {
+      throw Error(fmt::format("NeuronCore {} already has a program queued for this run", core + i));
+    }
+  }
+  auto queue = [&](const Program* p) {
+    for (uint32_t i = 0; i < p->grid; ++i) {
+      d.queued[core + i] = p;
+      d.queued_pcore[core + i] = i;
+      d.queued_head[core + i] = core;
+    }
+  };
   if (validated) {
-    d.queued[core] = &program;
+    queue(&program);
     return;
   }
   ValidationContext vc;
   vc.core = &d.params.core;
   vc.hbm_capacity = d.hbm->capacity();
+  vc.logical_core_size = lnc;
   if (d.hbm_range_check) {
     vc.hbm_range_valid = d.hbm_range_check;
   } else if (!program.hbm_regions.empty()) {
@@ -189,9 +254,9 @@ void Device::Impl::enqueue(uint32_t core, const Program& program, bool copy, boo
   }
   if (copy) {
     d.pending[core] = program;
-    d.queued[core] = &*d.pending[core];
+    queue(&*d.pending[core]);
   } else {
-    d.queued[core] = &program;
+    queue(&program);
   }
 }
 
@@ -202,7 +267,12 @@ RunResult Device::run() {
   std::vector<uint32_t> launched;
   for (uint32_t c = 0; c < d.cores; ++c) {
     if (!d.queued[c]) continue;
-    d.core[c]->launch(*d.queued[c]);
+    const uint32_t head = d.queued_head[c];
+    std::vector<SemaphoreBank*> grid_sems;
+    for (uint32_t i = 0; i < d.queued[c]->grid; ++i) {
+      grid_sems.push_back(d.core[head + i]->context().sems);
+    }
+    d.core[c]->launch(*d.queued[c], d.queued_pcore[c], std::move(grid_sems));
     launched.push_back(c);
   }
   sim::Simulation::run_until_idle();
@@ -223,7 +293,9 @@ RunResult Device::run() {
     sim::SimTime aborted_end = now();
     for (uint32_t c : launched) aborted_end = sim::max(aborted_end, d.core[c]->finish_time());
     if (aborted_end > now()) advance(aborted_end - now());
-    for (uint32_t c : launched) d.queued[c] = nullptr, d.pending[c].reset();
+    for (uint32_t c : launched) {
+      if (d.queued[c] && d.queued_head[c] == c) d.unqueue(c);
+    }
     if (error) std::rethrow_exception(error);
     throw DeadlockError("deadlock: engines are blocked on semaphores that nothing will signal:" +
                         deadlock);
@@ -232,17 +304,42 @@ RunResult Device::run() {
   for (uint32_t c : launched) end = sim::max(end, d.core[c]->finish_time());
   if (end > now()) advance(end - now());
   for (uint32_t c : launched) {
+    // A later instance of a grid launch: reported with its first core (and unqueued with it).
+    if (!d.queued[c] || d.queued_head[c] != c) continue;
     NeuronCore& core = *d.core[c];
     const Program& program = *d.queued[c];
-    CoreRunResult r{c, program.name, result.start, core.finish_time(), program.instruction_count()};
+    CoreRunResult r;
+    r.core = c;
+    r.program = program.name;
+    r.start = result.start;
+    r.end = core.finish_time();
+    r.instructions = program.instruction_count();
+    r.grid = program.grid;
+    // A grid launch ends when its last instance ends; its sections when they end on every core.
+    std::vector<sim::SimTime> ends = core.context().section_end;
+    if (program.grid > 1) {
+      for (uint32_t i = 0; i < program.grid; ++i) {
+        NeuronCore& pc = *d.core[c + i];
+        r.instance_end.push_back(sim::max(pc.finish_time(), r.start));
+        r.end = sim::max(r.end, pc.finish_time());
+        const auto& e = pc.context().section_end;
+        for (size_t s = 0; s < ends.size() && s < e.size(); ++s) ends[s] = sim::max(ends[s], e[s]);
+      }
+    }
     r.end = sim::max(r.end, r.start);
     if (d.sink->enabled()) {
-      d.sink->slice(d.kernel_tracks[c], r.program, "kernel", r.start, r.end,
-                    {{"instructions", program.instruction_count()}});
+      nlohmann::json args = {{"instructions", program.instruction_count()}};
+      if (program.grid > 1) {
+        args["grid"] = program.grid;
+        for (uint32_t i = 0; i < program.grid; ++i) {
+          args[fmt::format("pcore{}_instructions", i)] = program.instruction_count(i);
+          args[fmt::format("pcore{}_end_ns", i)] = r.instance_end[i].ns();
+        }
+      }
+      d.sink->slice(d.kernel_track(c), r.program, "kernel", r.start, r.end, std::move(args));
       // Sections as consecutive slices inside the program's: each runs from the previous one's
       // end to its own (work a section started early, such as prefetching DMA, shows under the
       // section it overlapped), so they nest cleanly on the same row.
-      const auto& ends = core.context().section_end;
       std::vector<uint64_t> counts(program.sections.size(), 0);
       for (const Stream& st : program.streams) {
         for (size_t m = 0; m < st.section_marks.size(); ++m) {
@@ -255,7 +352,7 @@ RunResult Device::run() {
       sim::SimTime prev = r.start;
       for (size_t s = 0; s < program.sections.size() && s < ends.size(); ++s) {
         const sim::SimTime end = sim::max(prev, sim::min(ends[s], r.end));
-        d.sink->slice(d.kernel_tracks[c], program.sections[s].name, "section", prev, end,
+        d.sink->slice(d.kernel_track(c), program.sections[s].name, "section", prev, end,
                       {{"nodes", program.sections[s].detail},
                        {"program", r.program},
                        {"instructions", counts[s]}});
@@ -263,8 +360,7 @@ RunResult Device::run() {
       }
     }
     result.cores.push_back(r);
-    d.queued[c] = nullptr;
-    d.pending[c].reset();
+    d.unqueue(c);
   }
   result.end = now();
   return result;
@@ -278,7 +374,7 @@ RunResult Device::run(uint32_t core, const Program& program, bool validated) {
     uint32_t core;
     const Program* program;
     ~Unqueue() {
-      if (d.queued[core] == program) d.queued[core] = nullptr;
+      if (d.queued[core] == program) d.unqueue(core);
     }
   } unqueue{*impl_, core, &program};
   return run();
@@ -308,9 +404,11 @@ Device::HostCopy Device::host_copy(uint32_t core, uint64_t bytes, bool to_device
   if (d.sink->enabled()) {
     if (d.host_tracks.empty()) d.host_tracks.assign(d.cores, 0);
     if (d.host_tracks[core] == 0) {
-      d.host_tracks[core] =
-          d.sink->add_track({fmt::format("nc{}", core), "Host DMA", sim::TrackKind::kSlices, 90}) +
-          1;
+      const uint32_t lnc = p.logical_core_size;
+      d.host_tracks[core] = d.sink->add_track({core_trace_process(core, lnc),
+                                               core_trace_row_prefix(core, lnc) + "Host DMA",
+                                               sim::TrackKind::kSlices, 90}) +
+                            1;
     }
     d.sink->slice(d.host_tracks[core] - 1, to_device ? "host_to_device" : "device_to_host",
                   "host_dma", r.start, r.end, {{"bytes", bytes}, {"hbm_bytes", bytes}});

@@ -14,6 +14,7 @@ NeuronCore::NeuronCore(sc_core::sc_module_name name, uint32_t index, const ChipP
       psum_(chip.core.psum.partitions, chip.core.psum.partition_bytes),
       sems_("semaphores", chip.core.semaphores) {
   ctx_.index = index;
+  ctx_.logical_core_size = chip.logical_core_size;
   ctx_.chip = &chip;
   ctx_.core = &chip.core;
   ctx_.mode = &mode;
@@ -41,14 +42,18 @@ void NeuronCore::attach_trace(sim::TraceSink* sink) {
   for (auto& e : engines_) e->reset_trace_tracks();
   if (!ctx_.tracing()) return;
   const std::string proc = ctx_.process_name();
-  ctx_.sbuf_track =
-      ctx_.sink->add_track({proc, "SBUF occupancy (bytes)", sim::TrackKind::kCounter, 100});
-  ctx_.psum_track =
-      ctx_.sink->add_track({proc, "PSUM occupancy (bytes)", sim::TrackKind::kCounter, 101});
+  const std::string pre = ctx_.row_prefix();
+  const int sort = 1000 * static_cast<int>(ctx_.index % ctx_.logical_core_size);
+  ctx_.sbuf_track = ctx_.sink->add_track(
+      {proc, pre + "SBUF occupancy (bytes)", sim::TrackKind::kCounter, 100 + sort});
+  ctx_.psum_track = ctx_.sink->add_track(
+      {proc, pre + "PSUM occupancy (bytes)", sim::TrackKind::kCounter, 101 + sort});
 }
 
-void NeuronCore::launch(const Program& program) {
+void NeuronCore::launch(const Program& program, uint32_t pcore,
+                        std::vector<SemaphoreBank*> grid_sems) {
   ctx_.program_name = program.name;
+  ctx_.grid_sems = std::move(grid_sems);
   ctx_.section_end.assign(program.sections.size(), sim::SimTime{});
   ctx_.abort = false;
   ctx_.error = nullptr;
@@ -62,7 +67,9 @@ void NeuronCore::launch(const Program& program) {
   for (auto& e : engines_) {
     const Stream* found = nullptr;
     for (const Stream& s : program.streams) {
-      if (s.id == e->id()) found = &s;
+      if (s.id.engine == e->id().engine && s.id.queue == e->id().queue && s.id.pcore == pcore) {
+        found = &s;
+      }
     }
     e->start(found);
   }

@@ -18,8 +18,9 @@ class NeuronCore : public sc_core::sc_module {
              const ExecMode& mode, HbmStorage& hbm, DmaFabric& fabric, sim::StatsRegistry& stats);
 
   CoreContext& context() { return ctx_; }
-  /// Starts a (validated) program; it must stay alive until the run ends.
-  void launch(const Program& program);
+  /// Starts program instance `pcore` of a (validated) program; it must stay alive until the run
+  /// ends. `grid_sems`: the semaphores of the launch's instances by pcore (Note [LNC launch]).
+  void launch(const Program& program, uint32_t pcore, std::vector<SemaphoreBank*> grid_sems);
   bool busy() const;
   std::vector<std::string> blocked_reasons() const;
   /// After a deadlock or error: make every engine drop its stream.

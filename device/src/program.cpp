@@ -5,8 +5,9 @@
 namespace neuronsim::device {
 
 std::string StreamId::name() const {
-  if (engine == EngineKind::kDma) return fmt::format("dma{}", queue);
-  return std::string(engine_kind_name(engine));
+  std::string n = engine == EngineKind::kDma ? fmt::format("dma{}", queue)
+                                             : std::string(engine_kind_name(engine));
+  return pcore == 0 ? n : fmt::format("pcore{}.{}", pcore, n);
 }
 
 std::string StreamId::display_name() const {
@@ -15,6 +16,22 @@ std::string StreamId::display_name() const {
 }
 
 std::optional<StreamId> parse_stream_id(std::string_view name) {
+  // "pcore<N>.<stream>" for program instance N >= 1 (instance 0 has no prefix).
+  if (name.substr(0, 5) == "pcore") {
+    const size_t dot = name.find('.');
+    if (dot == std::string_view::npos || dot == 5) return std::nullopt;
+    int p = 0;
+    for (char c : name.substr(5, dot - 5)) {
+      if (c < '0' || c > '9') return std::nullopt;
+      p = p * 10 + (c - '0');
+      if (p > 255) return std::nullopt;
+    }
+    if (p == 0 || name[5] == '0') return std::nullopt;  // canonical spelling only
+    auto id = parse_stream_id(name.substr(dot + 1));
+    if (!id || id->pcore != 0) return std::nullopt;
+    id->pcore = static_cast<uint8_t>(p);
+    return id;
+  }
   for (EngineKind e :
        {EngineKind::kTensor, EngineKind::kVector, EngineKind::kScalar, EngineKind::kGpSimd}) {
     if (engine_kind_name(e) == name) return StreamId{e, 0};
@@ -34,6 +51,14 @@ std::optional<StreamId> parse_stream_id(std::string_view name) {
 size_t Program::instruction_count() const {
   size_t n = 0;
   for (const auto& s : streams) n += s.instructions.size();
+  return n;
+}
+
+size_t Program::instruction_count(uint32_t pcore) const {
+  size_t n = 0;
+  for (const auto& s : streams) {
+    if (s.id.pcore == pcore) n += s.instructions.size();
+  }
   return n;
 }
 

@@ -169,6 +169,7 @@ AccessPattern access_pattern_from_json(const json& j, const std::string& path) {
 json program_to_json(const Program& program) {
   json j;
   j["name"] = program.name;
+  if (program.grid != 1) j["grid"] = program.grid;
   json regions = json::array();
   for (const auto& r : program.hbm_regions) {
     regions.push_back({{"name", r.name}, {"offset", r.offset}, {"bytes", r.bytes}});
@@ -184,6 +185,7 @@ json program_to_json(const Program& program) {
       if (in.is_sync()) {
         o["sem"] = in.sem;
         o["value"] = in.sem_value;
+        if (in.sem_pcore >= 0) o["pcore"] = in.sem_pcore;
         list.push_back(o);
         continue;
       }
@@ -240,6 +242,8 @@ Program program_from_json(const json& j) {
     const std::string& k = it.key();
     if (k == "name")
       prog.name = get_string(*it, "name");
+    else if (k == "grid")
+      prog.grid = get_number<uint32_t>(*it, "grid", 1, 255);
     else if (k == "hbm_regions") {
       if (!it->is_array()) bad("hbm_regions", "expected an array");
       for (size_t i = 0; i < it->size(); ++i) {
@@ -268,7 +272,9 @@ Program program_from_json(const json& j) {
         auto id = parse_stream_id(s.key());
         // Only the canonical spelling: "dma07" and "dma7" would silently merge into one stream.
         if (!id || id->name() != s.key()) {
-          bad(sp, "unknown stream name (tensor, vector, scalar, gpsimd, dma0 ... dma15)");
+          bad(sp,
+              "unknown stream name (tensor, vector, scalar, gpsimd, dma0 ... dma15, "
+              "pcore1.<stream> ...)");
         }
         if (!s->is_array()) bad(sp, "expected an array of instructions");
         Stream& stream = prog.stream(*id);
@@ -352,6 +358,8 @@ Program program_from_json(const json& j) {
               in.sem = get_number<uint16_t>(*f, fp, 0, 65535);
             else if (fk == "value")
               in.sem_value = get_number<int32_t>(*f, fp, INT32_MIN, INT32_MAX);
+            else if (fk == "pcore")
+              in.sem_pcore = get_number<int8_t>(*f, fp, -1, 127);
             else
               bad(fp, "unknown instruction field");
           }

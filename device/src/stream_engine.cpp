@@ -38,9 +38,12 @@ void StreamEngine::trace_slice(sim::TrackId& track, const std::string& row, std:
                                sim::SimTime b, sim::SimTime e, nlohmann::json args) {
   if (track == 0) {
     int sort = static_cast<int>(id_.engine) * 2 + (id_.engine == EngineKind::kDma ? id_.queue : 0);
+    // Physical cores of one logical core: each one's rows together, pcore 0 first.
+    sort += 1000 * static_cast<int>(ctx_.index % ctx_.logical_core_size);
     // Track ids start at 1 so 0 means "not created yet".
-    track =
-        ctx_.sink->add_track({ctx_.process_name(), row, sim::TrackKind::kSlices, 10 + sort}) + 1;
+    track = ctx_.sink->add_track({ctx_.process_name(), ctx_.row_prefix() + row,
+                                  sim::TrackKind::kSlices, 10 + sort}) +
+            1;
   }
   args["kernel"] = ctx_.program_name;
   ctx_.sink->slice(track - 1, name, id_.name(), b, e, std::move(args));
@@ -80,7 +83,9 @@ void StreamEngine::thread() {
           stall_ps_->add((sim::Simulation::now() - t0).ps);
           on_issue_point(ctx_.sems->reached_at(in.sem, in.sem_value), false);
         } else if (in.op == Opcode::kSemSignal) {
-          ctx_.sems->signal_at(in.sem, in.sem_value, last_ready_);
+          // sem_pcore: another program instance's semaphore (validated < grid).
+          SemaphoreBank* target = in.sem_pcore < 0 ? ctx_.sems : ctx_.grid_sems[in.sem_pcore];
+          target->signal_at(in.sem, in.sem_value, last_ready_);
         } else {
           run_instruction(in, pc_);
           ++executed_;

@@ -28,6 +28,9 @@ const std::vector<std::string_view> kRules = {
     "engine-opcode",     // opcode not executable on this engine
     "semaphore-range",   // semaphore index >= semaphores.count
     "semaphore-value",   // negative wait target or non-positive signal increment
+    "grid",              // a launch over more physical cores than the logical core has, or a
+                         // stream of a program instance beyond the grid
+    "semaphore-pcore",   // a signal to a program instance outside the grid, or a wait with one
     "ap-shape",          // > 4 free dims, a zero size, zero partitions, > 2^63 bytes
     "partition-range",   // SBUF/PSUM partitions beyond the memory
     "partition-start-alignment",  // ARCH-v2 start rules for compute engines
@@ -51,8 +54,9 @@ const std::vector<std::string_view> kRules = {
 
 class Checker {
  public:
-  Checker(const ValidationContext& ctx, const Stream& s, size_t index, const Instruction& in)
-      : ctx_(ctx), core_(*ctx.core), s_(s), index_(index), in_(in) {}
+  Checker(const ValidationContext& ctx, const Stream& s, size_t index, const Instruction& in,
+          uint32_t grid)
+      : ctx_(ctx), core_(*ctx.core), s_(s), index_(index), in_(in), grid_(grid) {}
 
   [[noreturn]] void fail(std::string_view rule, const std::string& detail) const {
     throw ValidationError(static_cast<int64_t>(index_), s_.id.name(),
@@ -197,7 +201,13 @@ class Checker {
         if (in_.op == Opcode::kSemWait) {
           require(in_.sem_value >= 0, "semaphore-value", "wait target {} is negative",
                   in_.sem_value);
+          require(in_.sem_pcore < 0, "semaphore-pcore",
+                  "a wait reads its own core's semaphore; it cannot name program instance {}",
+                  static_cast<int>(in_.sem_pcore));
         } else {
+          require(in_.sem_pcore < static_cast<int>(grid_), "semaphore-pcore",
+                  "signals program instance {}, but the launch has {} (grid {})",
+                  static_cast<int>(in_.sem_pcore), grid_, grid_);
           require(in_.sem_value > 0, "semaphore-value", "signal increment {} must be positive",
                   in_.sem_value);
         }
@@ -393,6 +403,7 @@ class Checker {
   const Stream& s_;
   size_t index_;
   const Instruction& in_;
+  const uint32_t grid_;
 };
 
 }  // namespace
@@ -402,8 +413,22 @@ const std::vector<std::string_view>& validation_rules() {
 }
 
 void validate(const Program& program, const ValidationContext& ctx) {
+  // Note [LNC launch]: a grid of N runs N program instances on N physical cores of one logical
+  // core; trn1 (logical core size 1) runs grid 1 only.
+  if (program.grid < 1 || program.grid > ctx.logical_core_size) {
+    throw ValidationError(
+        -1, "-", "-", "grid",
+        fmt::format("program '{}' launches on {} physical cores (grid {}), but a logical "
+                    "NeuronCore of this preset has {} (chip.logical_core_size)",
+                    program.name, program.grid, program.grid, ctx.logical_core_size));
+  }
   std::set<std::string> seen;
   for (const Stream& s : program.streams) {
+    if (s.id.pcore >= program.grid) {
+      throw ValidationError(-1, s.id.name(), "-", "grid",
+                            fmt::format("stream of program instance {} in a launch of grid {}",
+                                        s.id.pcore, program.grid));
+    }
     if (s.id.engine > EngineKind::kDma) {
       throw ValidationError(-1, s.id.name(), "-", "stream-id",
                             fmt::format("engine code {} is not an engine (tensor, vector, scalar, "
@@ -425,7 +450,7 @@ void validate(const Program& program, const ValidationContext& ctx) {
                                         s.id.queue, ctx.core->dma.queues));
     }
     for (size_t i = 0; i < s.instructions.size(); ++i) {
-      Checker(ctx, s, i, s.instructions[i]).run();
+      Checker(ctx, s, i, s.instructions[i], program.grid).run();
     }
   }
 }

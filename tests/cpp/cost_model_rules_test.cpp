@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
+#include "neuronsim/kernels/spmd.h"
 #include "test_util.h"
 
 namespace neuronsim {
@@ -639,6 +641,54 @@ TEST(CostModelRules, DmaStridedDescriptorsMoveTransposedInt32OnTrn1) {
   EXPECT_WITHIN_5PCT(measured, rule_ns);
   const double per_element_descriptors_ns = elements / d.engines * d.descriptor_overhead_ns;
   EXPECT_LT(measured * 5, per_element_descriptors_ns);
+}
+
+// ---- Logical NeuronCores ----
+
+// HARDWARE.md 1.10 (Neuron docs `logical-neuroncore-config.rst`, `nki/get-started/about/lnc.rst`):
+// on trn2 a logical NeuronCore (LNC=2, the default) is two physical NeuronCore-v3 sharing one
+// HBM stack and address space, and an NKI kernel launched as kernel[2] runs one program instance
+// on each (nl.program_id() 0/1). So a TensorE-bound GEMM split across the pair takes half the
+// one-core time: 4096^3 bf16 (1.75 ms of TensorE per core alone) is ~0.5x, within 10%, with the
+// stack's bandwidth (725 GB/s, shared by both cores' DMA) to spare.
+TEST(CostModelRules, Trn2LogicalCoreRunsAGemmOnBothCoresInHalfTheTime) {
+  auto dev = testing::make_device("trn2", {}, device::ExecMode::kTiming, 2);
+  const auto& p = dev->params();
+  ASSERT_EQ(p.logical_core_size, 2u);
+  const int64_t n = 4096;
+  const uint64_t bytes = uint64_t(n) * n * 2;
+  // A^T [k, m], B [k, n], C [m, n] (NKI's matmul layout, as build_gemm takes them).
+  const kernels::TensorDesc a{0, DType::kBf16, {n, n}, {1, n}};
+  const kernels::TensorDesc b{bytes, DType::kBf16, {n, n}, {n, 1}};
+  const kernels::TensorDesc c{2 * bytes, DType::kBf16, {n, n}, {n, 1}};
+  const auto one = kernels::build_matmul_grid("gemm", a, b, c, std::nullopt, {}, p.core, 1);
+  const auto two = kernels::build_matmul_grid("gemm", a, b, c, std::nullopt, {}, p.core, 2);
+  ASSERT_EQ(one.grid, 1u);
+  ASSERT_EQ(two.grid, 2u);
+  const double t1 = dev->run(0, one).duration().seconds();
+  const Traced t = run_traced(*dev, two);
+  const double t2 = t.result.duration().seconds();
+  EXPECT_NEAR(t2 / t1, 0.5, 0.05) << "LNC=1 " << t1 * 1e3 << " ms, LNC=2 " << t2 * 1e3 << " ms";
+  std::printf(
+      "4096^3 bf16 on trn2: one core %.3f ms, both cores of the logical core %.3f ms (%.3fx)\n",
+      t1 * 1e3, t2 * 1e3, t2 / t1);
+  // One launch, both physical cores busy with TensorE for most of it, ending together.
+  ASSERT_EQ(t.result.cores.size(), 1u);
+  const auto& r = t.result.cores[0];
+  EXPECT_EQ(r.grid, 2u);
+  ASSERT_EQ(r.instance_end.size(), 2u);
+  double flops = 0;
+  for (const std::string row : {"TensorE", "pcore1 TensorE"}) {
+    SCOPED_TRACE(row);
+    const auto mm = t.row(row);
+    ASSERT_FALSE(mm.empty());
+    double busy = 0, f = 0;
+    for (const auto& s : mm) busy += (s.end - s.begin).seconds(), f += s.args.value("flops", 0.0);
+    EXPECT_GT(busy, 0.85 * t2);
+    EXPECT_NEAR(f, double(n) * n * n, 0.01 * double(n) * n * n);  // half the GEMM's 2n^3
+    flops += f;
+  }
+  EXPECT_DOUBLE_EQ(flops, 2.0 * n * n * n);
 }
 
 }  // namespace

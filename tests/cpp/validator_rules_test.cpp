@@ -109,6 +109,28 @@ std::vector<Case> rule_cases() {
     cs.stream_level("dma queue 16", "dma-queue-range", p, -1, "dma16",
                     {"DMA queue 16 does not exist; the core has 16 queues"});
   }
+  // ---- logical cores (trn1: no LNC, so grid 1 only) ----
+  {
+    Program p;
+    p.name = "spmd";
+    p.grid = 2;
+    p.stream(kVectorS).instructions = {sem_signal(0)};
+    cs.stream_level(
+        "grid 2 on trn1", "grid", p, -1, "-",
+        {"program 'spmd' launches on 2 physical cores (grid 2)", "has 1 (chip.logical_core_size)"});
+  }
+  {
+    Program p;
+    p.stream({EngineKind::kVector, 0, 1}).instructions = {sem_signal(0)};
+    cs.stream_level("stream of instance 1 in grid 1", "grid", p, -1, "pcore1.vector",
+                    {"stream of program instance 1 in a launch of grid 1"});
+  }
+  {
+    Instruction sig = sem_signal(0);
+    sig.sem_pcore = 1;
+    cs.bad("signal to instance 1 in grid 1", "semaphore-pcore", kVectorS, sig,
+           {"signals program instance 1, but the launch has 1 (grid 1)"});
+  }
 
   // ---- engines and opcodes ----
   cs.bad("matmul on VectorE", "engine-opcode", kVectorS,

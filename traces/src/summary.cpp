@@ -15,15 +15,32 @@ namespace {
 constexpr const char* kLoadStationary = "TensorE (LoadStationary)";
 constexpr const char* kAllDma = "DMA (all queues)";
 
-bool is_compute_engine(const std::string& n) {
+// A row of one physical core of a logical core of several (trn2 LNC=2) is named
+// "pcore<p> <row>" (device.h, Note [LNC launch]): {"pcore<p>", "<row>"}; else {"", name}.
+std::pair<std::string, std::string> split_pcore(const std::string& n) {
+  if (n.rfind("pcore", 0) != 0) return {"", n};
+  size_t i = 5;
+  while (i < n.size() && n[i] >= '0' && n[i] <= '9') ++i;
+  if (i == 5 || i >= n.size() || n[i] != ' ') return {"", n};
+  return {n.substr(0, i), n.substr(i + 1)};
+}
+std::string base_row(const std::string& n) {
+  return split_pcore(n).second;
+}
+
+bool is_compute_engine(const std::string& row) {
+  const std::string n = base_row(row);
   return n == "TensorE" || n == "VectorE" || n == "ScalarE" || n == "GpSimdE";
 }
-bool is_dma_queue(const std::string& n) {
-  return n.rfind("DMA q", 0) == 0;
+bool is_dma_queue(const std::string& row) {
+  return base_row(row).rfind("DMA q", 0) == 0;
+}
+bool is_load_stationary(const std::string& row) {
+  return base_row(row) == kLoadStationary;
 }
 // Rows holding instructions of a core's kernels (not Host DMA, which belongs to no kernel).
 bool is_instruction_row(const std::string& n) {
-  return is_compute_engine(n) || n == kLoadStationary || is_dma_queue(n);
+  return is_compute_engine(n) || is_load_stationary(n) || is_dma_queue(n);
 }
 
 // A JSON number as a double; anything else (missing, bool, string) is 0.
@@ -78,16 +95,21 @@ void add_engines(Summary& s, const std::vector<Row>& rows, uint64_t span) {
   std::map<std::pair<std::string, std::string>, std::vector<std::pair<uint64_t, uint64_t>>> iv;
   std::set<std::string> active;
   for (const Row& row : rows) {
-    const bool engine = is_compute_engine(row.name) || row.name == kLoadStationary;
+    const bool engine = is_compute_engine(row.name) || is_load_stationary(row.name);
     const bool dma = is_dma_queue(row.name);
     if (!engine && !dma) continue;
-    if (row.name != kLoadStationary) active.insert(row.process);
+    // Active physical cores: a logical core's pcores count one each.
+    const std::string pcore = split_pcore(row.name).first;
+    if (!is_load_stationary(row.name)) {
+      active.insert(pcore.empty() ? row.process : row.process + " " + pcore);
+    }
     auto& own = iv[{row.process, row.name}];
+    const std::string all_dma = pcore.empty() ? kAllDma : pcore + " " + kAllDma;
     double row_flops = 0;
     for (const SliceRecord* r : row.slices) {
       own.push_back({r->begin.ps, r->end.ps});
       if (dma) {
-        iv[{row.process, kAllDma}].push_back({r->begin.ps, r->end.ps});
+        iv[{row.process, all_dma}].push_back({r->begin.ps, r->end.ps});
         s.dma_bytes += num(r->args, "bytes");
         s.hbm_bytes += num(r->args, "hbm_bytes");
       }
@@ -103,7 +125,7 @@ void add_engines(Summary& s, const std::vector<Row>& rows, uint64_t span) {
     e.instructions = intervals.size();
     e.busy = union_length(intervals);
     e.utilisation = span > 0 ? static_cast<double>(e.busy.ps) / static_cast<double>(span) : 0;
-    if ((is_compute_engine(e.engine) || e.engine == kAllDma) &&
+    if ((is_compute_engine(e.engine) || base_row(e.engine) == kAllDma) &&
         e.utilisation > s.bottleneck_utilisation) {
       s.bottleneck_utilisation = e.utilisation;
       s.bottleneck = e.process + " " + e.engine;
@@ -260,7 +282,11 @@ double percent(sim::SimTime part, sim::SimTime whole) {
 
 }  // namespace
 
-bool engine_before(const std::string& a, const std::string& b) {
+bool engine_before(const std::string& a_row, const std::string& b_row) {
+  // A logical core's physical cores in order, each one's engines in the usual order.
+  const auto [pa, a] = split_pcore(a_row);
+  const auto [pb, b] = split_pcore(b_row);
+  if (pa != pb) return pa.size() != pb.size() ? pa.size() < pb.size() : pa < pb;
   static const std::vector<std::string> order = {"TensorE", kLoadStationary, "VectorE",
                                                  "ScalarE", "GpSimdE",       kAllDma};
   auto rank = [](const std::string& e) -> std::pair<size_t, int64_t> {

@@ -101,13 +101,19 @@ def sort_engines(labels: list[str]) -> list[str]:
 _BOTTLENECK_CANDIDATES = ("TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA (all queues)")
 
 
+def _base_engine(row: str) -> str:
+    """'pcore1 TensorE' (physical core 1 of a logical core, trn2 LNC=2) -> 'TensorE'."""
+    head, _, rest = row.partition(" ")
+    return rest if head.startswith("pcore") and head[5:].isdigit() and rest else row
+
+
 def engine_utilisation(summary: dict) -> dict[str, float]:
     """Engine label -> utilisation for the compute engines and each core's DMA (all queues); the
     core is part of the label only when several cores ran."""
     multi = len(summary.get("active_cores", [])) > 1
     out = {}
     for e in summary["engines"]:
-        if e["engine"] in _BOTTLENECK_CANDIDATES:
+        if _base_engine(e["engine"]) in _BOTTLENECK_CANDIDATES:
             label = f"{e['process']} {e['engine']}" if multi else e["engine"]
             out[label] = e["utilisation"]
     return out

@@ -30,12 +30,34 @@ struct DeviceOptions {
   ExecMode mode = ExecMode::kFull;
 };
 
-/// Timing of one core's part of a run.
+// Note [LNC launch]
+// A logical NeuronCore of trn2 (LNC=2, chip.logical_core_size) is two physical cores sharing one
+// HBM stack and address space (HARDWARE.md 1.10). Each physical core keeps its own engines, SBUF,
+// PSUM, DMA queues and semaphores; their DMA shares the stack's bandwidth (the fabric's per-stack
+// limit). A Program with grid N > 1, submitted to the first physical core of a logical core,
+// runs its instance p (the streams with StreamId::pcore == p, NKI's nl.program_id()) on physical
+// core first + p, all instances starting together; the launch ends when the last one ends. The
+// instances meet through each other's semaphores (Instruction::sem_pcore: core_barrier,
+// sendrecv). A grid beyond the logical core size (any grid > 1 on trn1) fails validation (rule
+// "grid"). The trace shows both physical cores in the logical core's process: pcore 0's rows as
+// a single core's ("TensorE", ...), pcore 1's as "pcore1 TensorE", ...
+
+/// Trace process of physical core `core` on a chip of logical core size `lnc`: "nc<first physical
+/// core of its logical core>".
+std::string core_trace_process(uint32_t core, uint32_t lnc);
+/// Prefix of its trace rows: "pcore<p> " for physical core p >= 1 of a logical core; "" for
+/// pcore 0, whose rows keep the names of a grid-1 core ("TensorE", "DMA q0", "Kernels").
+std::string core_trace_row_prefix(uint32_t core, uint32_t lnc);
+
+/// Timing of one launch (one core, or the physical cores of a grid launch from `core` on).
 struct CoreRunResult {
   uint32_t core = 0;
   std::string program;
-  sim::SimTime start, end;
+  sim::SimTime start, end;  // end: when the last program instance ended
   uint64_t instructions = 0;
+  uint32_t grid = 1;
+  /// Per program instance (grid > 1 only): when it ended.
+  std::vector<sim::SimTime> instance_end;
 };
 
 struct RunResult {
@@ -71,7 +93,9 @@ class Device {
   /// Optional allocator view used by the validator ("hbm-bounds").
   void set_hbm_range_check(std::function<bool(uint64_t, uint64_t)> fn);
 
-  /// Validates and queues a program (copied) for a core; throws ValidationError.
+  /// Validates and queues a program (copied) for a core; throws ValidationError. A program with
+  /// grid > 1 occupies the next grid - 1 physical cores too (Note [LNC launch]); `core` must be
+  /// the first physical core of a logical core.
   void submit(uint32_t core, const Program& program);
   /// Runs every submitted program until the device is idle. Throws DeadlockError (the device
   /// stays usable) or rethrows an engine's error.

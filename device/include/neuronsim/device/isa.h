@@ -157,6 +157,10 @@ struct Instruction {
   // sem_wait: block until semaphore >= value; sem_signal: add value when the preceding work of
   // this stream is complete.
   uint16_t sem = 0;
+  // sem_signal in a multi-core launch (Program::grid > 1): the program instance (physical core of
+  // the logical core) whose semaphore it adds to; -1 = this stream's own core. How the two cores
+  // of an LNC pair meet (nisa.core_barrier, nisa.sendrecv).
+  int8_t sem_pcore = -1;
   int32_t sem_value = 0;
 
   bool is_sync() const { return op == Opcode::kSemWait || op == Opcode::kSemSignal; }

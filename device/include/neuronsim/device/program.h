@@ -1,6 +1,10 @@
 #pragma once
 // A Program is what one kernel launch gives one NeuronCore: an instruction stream per engine and
 // per DMA queue, synchronised through the core's semaphores (reset to zero at launch).
+//
+// On a logical NeuronCore of several physical cores (trn2 LNC=2) a launch may span the pair: a
+// program with `grid` 2 holds the streams of both program instances, each stream tagged with the
+// physical core (pcore, NKI's nl.program_id()) that runs it. See Note [LNC launch] in device.h.
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,10 +16,11 @@ namespace neuronsim::device {
 struct StreamId {
   EngineKind engine = EngineKind::kTensor;
   uint8_t queue = 0;  // DMA queue index; 0 for compute engines
+  uint8_t pcore = 0;  // program instance (physical core of the logical core); < Program::grid
   bool operator==(const StreamId&) const = default;
-  /// "tensor", "vector", "scalar", "gpsimd", "dma3"
+  /// "tensor", "vector", "scalar", "gpsimd", "dma3"; "pcore1.tensor" for program instance 1
   std::string name() const;
-  /// Trace row: "TensorE", ..., "DMA q3"
+  /// Trace row: "TensorE", ..., "DMA q3" (without the pcore; the trace row carries it)
   std::string display_name() const;
 };
 /// Parses a stream name as written by StreamId::name().
@@ -48,10 +53,14 @@ struct Program {
   std::vector<Stream> streams;
   std::vector<HbmRegion> hbm_regions;
   std::vector<ProgramSection> sections;
+  /// Program instances (physical cores) of the launch: 1, or up to the chip's logical core size.
+  uint32_t grid = 1;
 
   size_t instruction_count() const;
   /// The stream for `id`, created empty on first use.
   Stream& stream(StreamId id);
+  /// Instructions of program instance `pcore`.
+  size_t instruction_count(uint32_t pcore) const;
 };
 
 }  // namespace neuronsim::device

@@ -14,6 +14,8 @@ struct ValidationContext {
   uint64_t hbm_capacity = 0;
   /// Optional: is [address, address + bytes) inside live device memory? (the allocator's view)
   std::function<bool(uint64_t address, uint64_t bytes)> hbm_range_valid;
+  /// Physical cores a launch may span (chip.logical_core_size): Program::grid may not exceed it.
+  uint32_t logical_core_size = 1;
 };
 
 void validate(const Program& program, const ValidationContext& ctx);

@@ -19,22 +19,8 @@ std::string_view mem_space_name(MemSpace s) {
   return "?";
 }
 
-namespace {
-// Never more than kMaxFreeDims, even for an AP the validator has not seen (e.g. an unused operand
-// field): the methods below must not read past `dims`.
-int used_dims(const AccessPattern& ap) {
-  return std::min<int>(ap.ndims, kMaxFreeDims);
-}
-}  // namespace
-
-uint64_t AccessPattern::free_elements() const {
-  uint64_t n = 1;
-  for (int k = 0; k < used_dims(*this); ++k) n *= dims[k].size;
-  return n;
-}
-
 uint64_t AccessPattern::inner_stride_bytes() const {
-  const int n = used_dims(*this);
+  const int n = used_dims();
   if (n == 0) return 0;
   const int64_t s = dims[n - 1].stride;
   // Negate in unsigned arithmetic: -INT64_MIN overflows.
@@ -44,7 +30,7 @@ uint64_t AccessPattern::inner_stride_bytes() const {
 
 bool AccessPattern::free_contiguous() const {
   __int128 expect = 1;  // a product of four 32-bit sizes does not fit int64
-  for (int k = used_dims(*this) - 1; k >= 0; --k) {
+  for (int k = used_dims() - 1; k >= 0; --k) {
     if (dims[k].size == 1) continue;
     if (dims[k].stride != expect) return false;
     expect *= dims[k].size;
@@ -52,7 +38,7 @@ bool AccessPattern::free_contiguous() const {
   return true;
 }
 
-AccessPattern::Span AccessPattern::byte_span() const {
+AccessPattern::Span AccessPattern::byte_span_wide() const {
   // Computed in 128 bits (strides up to 2^63 times sizes up to 2^32, five times, fit easily) and
   // saturated to int64, so a pattern reaching beyond the int64 range reports a span that no
   // memory bound accepts instead of overflowing.
@@ -67,7 +53,7 @@ AccessPattern::Span AccessPattern::byte_span() const {
     else
       hi += reach;
   };
-  for (int k = 0; k < used_dims(*this); ++k) extend(dims[k].stride, dims[k].size);
+  for (int k = 0; k < used_dims(); ++k) extend(dims[k].stride, dims[k].size);
   if (space == MemSpace::kHbm) extend(partition_stride, partitions);
   const I128 base = static_cast<I128>(offset);
   auto sat = [](I128 v) {
@@ -80,7 +66,7 @@ AccessPattern::Span AccessPattern::byte_span() const {
 
 std::string AccessPattern::to_string() const {
   std::string dims_s;
-  for (int k = 0; k < used_dims(*this); ++k) {
+  for (int k = 0; k < used_dims(); ++k) {
     dims_s += fmt::format("{}[{},{}]", k ? "," : "", dims[k].stride, dims[k].size);
   }
   if (space == MemSpace::kHbm) {

@@ -75,6 +75,9 @@ ComputeEngine::ComputeEngine(sc_core::sc_module_name name, CoreContext& ctx, Eng
     : StreamEngine(name, ctx, StreamId{kind, 0}),
       cost_(make_cost_model(kind, *ctx.core)),
       clock_(std::string(engine_kind_name(kind)), engine_frequency(*ctx.core, kind)) {
+  // Its instructions only read and write this engine's timelines (inputs_ready, engine_free_,
+  // the LoadStationary unit); other engines see its results through semaphores.
+  may_defer_waits_ = true;
   const std::string p = fmt::format("nc{}.{}.", ctx.index, engine_kind_name(kind));
   instructions_ = &ctx.stats->counter(p + "instructions", "count", "data instructions executed");
   busy_ps_ = &ctx.stats->counter(p + "busy_ps", "ps", "time the engine was occupied");
@@ -142,7 +145,7 @@ void ComputeEngine::update_occupancy(const AccessPattern& ap, sim::SimTime t) {
 
 void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
   const bool timing = ctx_.timing();
-  const sim::SimTime now = sim::Simulation::now();
+  const sim::SimTime now = thread_now();
   sim::SimTime issue = sim::max(now, inputs_ready(in));
   bool new_stationary = false;
   if (in.op == Opcode::kMatmul) {

@@ -130,7 +130,7 @@ Device::Device(const Config& config, DeviceOptions options)
   d.kernel_tracks.assign(d.cores, 0);
   g_device_built = true;
   // Finish elaboration so that later runs start from a ready kernel.
-  sc_core::sc_start(sc_core::SC_ZERO_TIME);
+  sim::Simulation::run_for(sim::SimTime{});
 }
 
 Device::~Device() = default;
@@ -417,7 +417,7 @@ Device::HostCopy Device::host_copy(uint32_t core, uint64_t bytes, bool to_device
 }
 
 void Device::advance(sim::SimTime delta) {
-  if (delta.ps > 0) sc_core::sc_start(sc_core::sc_time::from_value(delta.ps));
+  if (delta.ps > 0) sim::Simulation::run_for(delta);
 }
 
 sim::SimTime Device::now() const {

@@ -33,7 +33,7 @@ void DmaQueue::run_instruction(const Instruction& in, size_t index) {
     double latency_ns = dma.launch_latency_ns;
     if (shape.touches_hbm()) latency_ns = std::max(latency_ns, ctx_.chip->hbm.latency_ns);
     start = sim::max(start, issue_ready_ + sim::SimTime::from_ns(latency_ns));
-    wait_until(start);
+    // Launch latency, then descriptor processing: one wait for both.
     wait_until(start + sim::SimTime::from_ns(shape.descriptor_time_ns));
     const uint64_t hbm_addr = in.src0.space == MemSpace::kHbm ? in.src0.offset : in.dst.offset;
     const uint32_t stack = shape.touches_hbm()

@@ -137,44 +137,11 @@ float int_to_float_round_to_odd(int64_t v) {
 
 }  // namespace
 
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::kFp32:
-    case DType::kInt32:
-      return 4;
-    case DType::kBf16:
-    case DType::kFp16:
-    case DType::kInt16:
-      return 2;
-    case DType::kFp8E4M3:
-    case DType::kFp8E5M2:
-    case DType::kInt8:
-    case DType::kUint8:
-      return 1;
-  }
-  return 0;
-}
-
-std::string_view dtype_name(DType t) {
-  constexpr std::array<std::string_view, 9> kNames = {
-      "fp32", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2", "int32", "int16", "int8", "uint8"};
-  const auto i = static_cast<size_t>(t);
-  return i < kNames.size() ? kNames[i] : "?";
-}
-
 std::optional<DType> parse_dtype(std::string_view name) {
   for (DType t : kAllDTypes) {
     if (dtype_name(t) == name) return t;
   }
   return std::nullopt;
-}
-
-bool is_float(DType t) {
-  return t == DType::kFp32 || t == DType::kBf16 || t == DType::kFp16 || is_fp8(t);
-}
-
-bool is_fp8(DType t) {
-  return t == DType::kFp8E4M3 || t == DType::kFp8E5M2;
 }
 
 uint16_t float_to_bf16_bits(float v) {

@@ -6,6 +6,13 @@
 #include "neuronsim/sim/simulation.h"
 
 namespace neuronsim::device {
+namespace {
+constexpr size_t kPrefetchAhead = 2;
+void prefetch_instruction(const Instruction& in) {
+  const char* p = reinterpret_cast<const char*>(&in);
+  for (size_t off = 0; off < sizeof(Instruction); off += 64) __builtin_prefetch(p + off);
+}
+}  // namespace
 
 StreamEngine::StreamEngine(sc_core::sc_module_name name, CoreContext& ctx, StreamId id)
     : sc_module(name), ctx_(ctx), id_(id) {
@@ -20,8 +27,23 @@ void StreamEngine::start(const Stream* stream) {
 }
 
 void StreamEngine::wait_until(sim::SimTime t) {
+  if (defer_waits_) {
+    local_ = sim::max(local_, t);
+    return;
+  }
   const sim::SimTime now = sim::Simulation::now();
   if (t > now) sc_core::wait(sc_core::sc_time::from_value((t - now).ps));
+}
+
+sim::SimTime StreamEngine::thread_now() const {
+  const sim::SimTime now = sim::Simulation::now();
+  return defer_waits_ ? sim::max(now, local_) : now;
+}
+
+void StreamEngine::catch_up() {
+  if (!defer_waits_) return;
+  const sim::SimTime now = sim::Simulation::now();
+  if (local_ > now) sc_core::wait(sc_core::sc_time::from_value((local_ - now).ps));
 }
 
 std::string StreamEngine::blocked_reason() const {
@@ -59,6 +81,8 @@ void StreamEngine::thread() {
     sc_core::wait(start_ev_);
     try {
       last_ready_ = sim::Simulation::now();
+      local_ = last_ready_;
+      defer_waits_ = may_defer_waits_ && !ctx_.functional() && !ctx_.tracing();
       on_issue_point(last_ready_, true);
       const auto& ins = stream_->instructions;
       const auto& marks = stream_->section_marks;
@@ -76,13 +100,17 @@ void StreamEngine::thread() {
           close_section(last_ready_);
           section = marks[next_mark++].second;
         }
+        // Instructions are large and read once per run: fetch the next ones ahead.
+        if (pc_ + kPrefetchAhead < ins.size()) prefetch_instruction(ins[pc_ + kPrefetchAhead]);
         const Instruction& in = ins[pc_];
         if (in.op == Opcode::kSemWait) {
+          catch_up();
           const sim::SimTime t0 = sim::Simulation::now();
           ctx_.sems->wait_at_least(in.sem, in.sem_value, ctx_.abort);
           stall_ps_->add((sim::Simulation::now() - t0).ps);
           on_issue_point(ctx_.sems->reached_at(in.sem, in.sem_value), false);
         } else if (in.op == Opcode::kSemSignal) {
+          catch_up();
           // sem_pcore: another program instance's semaphore (validated < grid).
           SemaphoreBank* target = in.sem_pcore < 0 ? ctx_.sems : ctx_.grid_sems[in.sem_pcore];
           target->signal_at(in.sem, in.sem_value, last_ready_);
@@ -91,10 +119,13 @@ void StreamEngine::thread() {
           ++executed_;
         }
       }
+      catch_up();
+      defer_waits_ = false;
       // An aborted stream's issued instructions still complete; the next run starts after them.
       finish_ = drain();
       close_section(finish_);
     } catch (...) {
+      defer_waits_ = false;
       if (!ctx_.error) ctx_.error = std::current_exception();
       ctx_.abort = true;
       ctx_.sems->wake_all();

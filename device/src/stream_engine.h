@@ -39,7 +39,16 @@ class StreamEngine : public sc_core::sc_module {
   /// When the result of the most recent data instruction becomes visible.
   sim::SimTime last_ready_;
 
+  /// Moves the thread to `t` (no-op if it is past `t`). With deferred waits, only records it.
   void wait_until(sim::SimTime t);
+  /// The thread's time: SystemC's, or ahead of it while waits are deferred.
+  sim::SimTime thread_now() const;
+  /// Set by an engine whose data instructions touch nothing another thread reads (its own
+  /// timelines only): in timing-only mode without a trace, its thread then keeps its issue time
+  /// in a variable instead of a SystemC wait() per instruction, and waits once, before it next
+  /// meets other threads (a semaphore instruction, the end of the stream). Every time it
+  /// computes is the same; the simulation kernel just schedules far fewer events.
+  bool may_defer_waits_ = false;
   void trace_slice(sim::TrackId& track, const std::string& row, std::string_view name,
                    sim::SimTime b, sim::SimTime e, nlohmann::json args);
 
@@ -49,7 +58,11 @@ class StreamEngine : public sc_core::sc_module {
 
  private:
   void thread();
+  /// Performs the deferred wait: SystemC time catches up with the thread's.
+  void catch_up();
   const Stream* stream_ = nullptr;
+  bool defer_waits_ = false;  // for the current stream
+  sim::SimTime local_;        // the thread's time while waits are deferred
   bool busy_ = false;
   sim::SimTime finish_;
   uint64_t executed_ = 0;

@@ -52,6 +52,12 @@ const std::vector<std::string_view> kRules = {
     "activation-function",        // activation function code out of range
 };
 
+constexpr size_t kPrefetchAhead = 4;
+void prefetch_instruction(const Instruction& in) {
+  const char* p = reinterpret_cast<const char*>(&in);
+  for (size_t off = 0; off < sizeof(Instruction); off += 64) __builtin_prefetch(p + off);
+}
+
 class Checker {
  public:
   Checker(const ValidationContext& ctx, const Stream& s, size_t index, const Instruction& in,
@@ -449,7 +455,11 @@ void validate(const Program& program, const ValidationContext& ctx) {
                             fmt::format("DMA queue {} does not exist; the core has {} queues",
                                         s.id.queue, ctx.core->dma.queues));
     }
-    for (size_t i = 0; i < s.instructions.size(); ++i) {
+    const size_t n = s.instructions.size();
+    for (size_t i = 0; i < n; ++i) {
+      // A large program is megabytes of instructions, read once here: fetch a few ahead so the
+      // checks do not wait on memory (they dominated validation).
+      if (i + kPrefetchAhead < n) prefetch_instruction(s.instructions[i + kPrefetchAhead]);
       Checker(ctx, s, i, s.instructions[i], program.grid).run();
     }
   }

@@ -179,5 +179,68 @@ TEST(Determinism, SameProgramTwiceInOneProcessGivesEqualDurationsAndTraces) {
   EXPECT_TRUE(t1 == t3);
 }
 
+// Timing-only runs without a trace let the compute engines defer their per-instruction waits
+// (StreamEngine::wait_until): every time and every statistic must equal those of the traced run,
+// which waits per instruction.
+struct TimedRun {
+  std::vector<uint64_t> core_ps;  // per core: end - start
+  uint64_t duration_ps = 0;
+  std::string stats;
+};
+
+TimedRun run_timed(device::Device& dev, const std::vector<device::Program>& per_core, bool traced) {
+  traces::MemoryTraceSink sink;
+  if (traced) dev.set_trace_sink(&sink);
+  dev.stats().reset();
+  for (uint32_t c = 0; c < per_core.size(); ++c) dev.submit(c, per_core[c]);
+  const device::RunResult r = dev.run();
+  dev.set_trace_sink(nullptr);
+  TimedRun t;
+  for (const auto& c : r.cores) t.core_ps.push_back((c.end - c.start).ps);
+  t.duration_ps = r.duration().ps;
+  t.stats = dev.stats().to_json().dump();
+  if (traced) EXPECT_GT(sink.trace().slices.size(), 10u);
+  return t;
+}
+
+void expect_untraced_equals_traced(device::Device& dev,
+                                   const std::vector<device::Program>& per_core) {
+  const TimedRun plain = run_timed(dev, per_core, false);
+  const TimedRun traced = run_timed(dev, per_core, true);
+  const TimedRun again = run_timed(dev, per_core, false);
+  ASSERT_EQ(plain.core_ps.size(), per_core.size());
+  EXPECT_GT(plain.duration_ps, 0u);
+  EXPECT_EQ(plain.core_ps, traced.core_ps);
+  EXPECT_EQ(plain.duration_ps, traced.duration_ps);
+  EXPECT_EQ(plain.stats, traced.stats);
+  EXPECT_EQ(plain.core_ps, again.core_ps);
+  EXPECT_EQ(plain.stats, again.stats);
+  // The statistics include the per-engine semaphore stall time, to the picosecond.
+  EXPECT_NE(plain.stats.find("semaphore_wait_ps"), std::string::npos);
+}
+
+TEST(Determinism, UntracedTimingRunMatchesTracedRunToThePicosecond) {
+  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  kernels::GemmSpec s = gemm_spec();
+  s.m = 512, s.k = 1024, s.n = 1536;  // several blocks: TensorE runs long between semaphores
+  expect_untraced_equals_traced(*dev, {kernels::build_gemm(s, kGemm, dev->params().core)});
+  kernels::LayerNormSpec ln{300, 96, DType::kBf16, 1e-5f};
+  expect_untraced_equals_traced(
+      *dev,
+      {kernels::build_layernorm(ln, {8 << 20, 9 << 20, 10 << 20, 11 << 20}, dev->params().core)});
+}
+
+TEST(Determinism, UntracedContendingCoresMatchTracedRunToThePicosecond) {
+  auto dev = testing::make_device("trn2", {}, device::ExecMode::kTiming, 2);
+  kernels::GemmSpec s = gemm_spec();
+  s.m = 512, s.k = 512, s.n = 1024;
+  const uint64_t second = 256ull << 20;
+  expect_untraced_equals_traced(
+      *dev,
+      {kernels::build_gemm(s, kGemm, dev->params().core),
+       kernels::build_gemm(s, {second, second + (1 << 20), second + (2 << 20), second + (3 << 20)},
+                           dev->params().core)});
+}
+
 }  // namespace
 }  // namespace neuronsim

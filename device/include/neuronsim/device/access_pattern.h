@@ -39,7 +39,11 @@ struct AccessPattern {
   bool operator==(const AccessPattern&) const = default;
 
   /// Elements per partition (product of free sizes; 1 with no free dims).
-  uint64_t free_elements() const;
+  uint64_t free_elements() const {
+    uint64_t n = 1;
+    for (int k = 0; k < used_dims(); ++k) n *= dims[k].size;
+    return n;
+  }
   uint64_t elements() const { return free_elements() * partitions; }
   uint64_t bytes() const { return elements() * dtype_size(dtype); }
   /// Stride of the innermost free dim in bytes (0 with no free dims).
@@ -51,9 +55,36 @@ struct AccessPattern {
   struct Span {
     int64_t lo, hi;
   };
-  Span byte_span() const;
+  Span byte_span() const {
+    // The common case in 64 bits; any product or sum that could overflow takes the 128-bit
+    // path, which gives the same answer whenever this one does not overflow.
+    int64_t lo = 0, hi = 0;  // element offsets relative to `offset`
+    bool ok = offset <= static_cast<uint64_t>(INT64_MAX);
+    auto extend = [&](int64_t stride, uint32_t size) {
+      if (size == 0) return;
+      int64_t reach;
+      ok = ok && !__builtin_mul_overflow(stride, static_cast<int64_t>(size) - 1, &reach);
+      ok = ok && !__builtin_add_overflow(reach < 0 ? lo : hi, reach, reach < 0 ? &lo : &hi);
+    };
+    for (int k = 0; k < used_dims(); ++k) extend(dims[k].stride, dims[k].size);
+    if (space == MemSpace::kHbm) extend(partition_stride, partitions);
+    const int64_t es = static_cast<int64_t>(dtype_size(dtype));
+    int64_t lo_b, hi_b, a, b;
+    ok = ok && !__builtin_mul_overflow(lo, es, &lo_b) && !__builtin_add_overflow(hi, 1, &hi_b) &&
+         !__builtin_mul_overflow(hi_b, es, &hi_b) &&
+         !__builtin_add_overflow(static_cast<int64_t>(offset), lo_b, &a) &&
+         !__builtin_add_overflow(static_cast<int64_t>(offset), hi_b, &b);
+    return ok ? Span{a, b} : byte_span_wide();
+  }
   /// Human-readable form used in traces and errors: "bf16@sbuf[0:128]+64[[1,512]]".
   std::string to_string() const;
+
+ private:
+  // Never more than kMaxFreeDims, even for an AP the validator has not seen (e.g. an unused
+  // operand field): the methods must not read past `dims`.
+  int used_dims() const { return ndims < kMaxFreeDims ? ndims : kMaxFreeDims; }
+  /// byte_span() in 128 bits, saturated to int64.
+  Span byte_span_wide() const;
 };
 
 /// Calls fn(byte_address_within_space, partition_index, element_index_in_partition) for every

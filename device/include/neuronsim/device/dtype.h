@@ -5,6 +5,7 @@
 // saturation (NaN -> 0), and wrap when narrowed from wider integers.
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string_view>
 
@@ -26,14 +27,42 @@ inline constexpr DType kAllDTypes[] = {DType::kFp32,    DType::kBf16,    DType::
                                        DType::kFp8E4M3, DType::kFp8E5M2, DType::kInt32,
                                        DType::kInt16,   DType::kInt8,    DType::kUint8};
 
-size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);
+// Inline: the validator, the cost models and the timing path ask these for every operand of
+// every instruction.
+/// Bytes per element; 0 for a code that is not a DType.
+constexpr size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::kFp32:
+    case DType::kInt32:
+      return 4;
+    case DType::kBf16:
+    case DType::kFp16:
+    case DType::kInt16:
+      return 2;
+    case DType::kFp8E4M3:
+    case DType::kFp8E5M2:
+    case DType::kInt8:
+    case DType::kUint8:
+      return 1;
+  }
+  return 0;
+}
+constexpr std::string_view dtype_name(DType t) {
+  constexpr std::string_view kNames[] = {"fp32",  "bf16",  "fp16", "fp8_e4m3", "fp8_e5m2",
+                                         "int32", "int16", "int8", "uint8"};
+  const auto i = static_cast<size_t>(t);
+  return i < std::size(kNames) ? kNames[i] : "?";
+}
 std::optional<DType> parse_dtype(std::string_view name);
-bool is_float(DType t);
-inline bool is_integer(DType t) {
+constexpr bool is_fp8(DType t) {
+  return t == DType::kFp8E4M3 || t == DType::kFp8E5M2;
+}
+constexpr bool is_float(DType t) {
+  return t == DType::kFp32 || t == DType::kBf16 || t == DType::kFp16 || is_fp8(t);
+}
+constexpr bool is_integer(DType t) {
   return !is_float(t);
 }
-bool is_fp8(DType t);
 
 /// Reads one element as fp32 (integers convert exactly up to 2^24, then round to nearest).
 float load_float(const void* p, DType t);

@@ -16,6 +16,8 @@ class Simulation {
   static bool started();
   /// Runs until no event is pending anywhere (every engine idle or blocked).
   static void run_until_idle();
+  /// Runs the kernel for `duration` of simulated time (zero: one evaluation at the current time).
+  static void run_for(SimTime duration);
   /// The current simulated time.
   static SimTime now();
 };

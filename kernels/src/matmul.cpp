@@ -155,6 +155,7 @@ class MatmulEmitter {
     s.tmp = s.bias && !bias_column_ && (spec_.epilogue != ActFunc::kCopy || spec_.alpha != 1.0f);
     s.transposed_out = swapped_;
     tmp_ = s.tmp;
+    double_row_ = is_fp8(A_.dt) && is_fp8(B_.dt) && core_.tensor.fp8_double_row_cost_factor > 0;
     p_ = plan_matmul(s, core_);
     A_.gw = p_.gw_a;
     B_.gw = p_.gw_b;
@@ -515,25 +516,43 @@ class MatmulEmitter {
     const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - kt0);
     const bool last = i == g.first_step + g.steps - 1;
     tile_done_.assign(tiles.size(), Token{});
-    auto mm = [&](int64_t kt, const TileGeom& t) {
+    // The chunk's k-tiles in TensorE instructions: FP8 x FP8 on a core with double-row mode
+    // (ARCH-v3) contracts two full k-tiles per matmul; the slot's [k, kt, j] layout already
+    // holds the pair as its outer free dim ([P, 2, F], row pair gw elements apart).
+    std::vector<std::pair<int64_t, uint32_t>> ksteps;  // (first k-tile, k-tiles)
+    for (int64_t kt = 0; kt < nkt;) {
+      const bool pair = double_row_ && kt + 1 < nkt && (kt0 + kt + 2) * P <= K_;
+      ksteps.push_back({kt, pair ? 2u : 1u});
+      kt += pair ? 2 : 1;
+    }
+    auto mm = [&](std::pair<int64_t, uint32_t> ks, const TileGeom& t) {
+      const int64_t kt = ks.first;
       const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K_ - (kt0 + kt) * P));
-      const AccessPattern stat =
-          isa::sbuf_tile(A_.dt, kp, a_off + (kt * A_.gw + t.mt * A_.tile) * A_.es, t.mw);
-      const AccessPattern mov =
-          isa::sbuf_tile(B_.dt, kp, b_off + (kt * B_.gw + t.nt * B_.tile + t.c0) * B_.es, t.nw);
-      b_.emit(kTensor, isa::matmul(acc_ap(t), stat, mov, kt0 + kt > 0));
+      const uint64_t a = a_off + (kt * A_.gw + t.mt * A_.tile) * A_.es;
+      const uint64_t bo = b_off + (kt * B_.gw + t.nt * B_.tile + t.c0) * B_.es;
+      if (ks.second == 2) {
+        b_.emit(kTensor, isa::matmul_double_row(
+                             acc_ap(t), isa::sbuf(A_.dt, 0, kp, a, {{A_.gw, 2}, {1, t.mw}}),
+                             isa::sbuf(B_.dt, 0, kp, bo, {{B_.gw, 2}, {1, t.nw}}), kt0 + kt > 0));
+        return;
+      }
+      b_.emit(kTensor, isa::matmul(acc_ap(t), isa::sbuf_tile(A_.dt, kp, a, t.mw),
+                                   isa::sbuf_tile(B_.dt, kp, bo, t.nw), kt0 + kt > 0));
+    };
+    auto wait_ks = [&](std::pair<int64_t, uint32_t> ks) {
+      for (uint32_t r = 0; r < ks.second; ++r) wait_kt(ks.first + r);
     };
     if (!last) {
-      for (int64_t kt = 0; kt < nkt; ++kt) {
-        wait_kt(kt);
-        for (const TileGeom& t : tiles) mm(kt, t);
+      for (const auto& ks : ksteps) {
+        wait_ks(ks);
+        for (const TileGeom& t : tiles) mm(ks, t);
       }
     } else {
       // A group's last step finishes one tile after the other, each marked done, so the
       // epilogue and store of the first tiles overlap TensorE finishing the rest.
-      for (int64_t kt = 0; kt < nkt; ++kt) wait_kt(kt);
+      for (const auto& ks : ksteps) wait_ks(ks);
       for (size_t ti = 0; ti < tiles.size(); ++ti) {
-        for (int64_t kt = 0; kt < nkt; ++kt) mm(kt, tiles[ti]);
+        for (const auto& ks : ksteps) mm(ks, tiles[ti]);
         if (ti + 1 < tiles.size()) tile_done_[ti] = b_.mark(kTensor);
       }
     }
@@ -781,6 +800,7 @@ class MatmulEmitter {
   bool swapped_ = false;      // computing C^T (weight-stationary); outputs transposed back
   bool bias_column_ = false;  // the bias is one value per output partition
   bool tmp_ = false;
+  bool double_row_ = false;  // FP8 x FP8 matmuls contract two k-tiles each (ARCH-v3)
   struct PendingTile {
     TileGeom t;
     AccessPattern out;

@@ -11,15 +11,22 @@ namespace neuronsim::device::exec {
 void exec_matmul(const Instruction& in, const MemoryMap& mem) {
   // dst[m, n] (+)= sum_k stationary[k, m] * moving[k, n]; each product rounded to fp32 and summed
   // in k order in fp32, then added to PSUM in fp32.
-  const uint32_t K = in.src0.partitions;
-  const uint32_t M = static_cast<uint32_t>(in.src0.free_elements());
-  const uint32_t N = static_cast<uint32_t>(in.src1.free_elements());
+  // Double row: partition p holds contraction rows p and P + p as its two free halves.
+  const uint32_t R = in.perf_mode == MatmulPerfMode::kDoubleRow ? 2 : 1;
+  const uint32_t P = in.src0.partitions, K = P * R;
+  const uint32_t M = static_cast<uint32_t>(in.src0.free_elements()) / R;
+  const uint32_t N = static_cast<uint32_t>(in.src1.free_elements()) / R;
   std::vector<float> stat_t(static_cast<size_t>(M) * K), mov(static_cast<size_t>(K) * N), row;
-  for (uint32_t k = 0; k < K; ++k) {
-    load_row(mem, in.src0, k, row);
-    for (uint32_t m = 0; m < M; ++m) stat_t[static_cast<size_t>(m) * K + k] = row[m];
-    load_row(mem, in.src1, k, row);
-    std::memcpy(&mov[static_cast<size_t>(k) * N], row.data(), N * sizeof(float));
+  for (uint32_t p = 0; p < P; ++p) {
+    load_row(mem, in.src0, p, row);
+    for (uint32_t r = 0; r < R; ++r) {
+      const uint32_t k = r * P + p;
+      for (uint32_t m = 0; m < M; ++m) stat_t[static_cast<size_t>(m) * K + k] = row[r * M + m];
+    }
+    load_row(mem, in.src1, p, row);
+    for (uint32_t r = 0; r < R; ++r) {
+      std::memcpy(&mov[static_cast<size_t>(r * P + p) * N], row.data() + r * N, N * sizeof(float));
+    }
   }
   std::vector<float> res(static_cast<size_t>(M) * N);
   matmul_kernel(stat_t.data(), mov.data(), res.data(), M, K, N);

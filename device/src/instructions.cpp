@@ -62,6 +62,13 @@ Instruction matmul(const AccessPattern& dst, const AccessPattern& stationary,
           .accumulate = accumulate};
 }
 
+Instruction matmul_double_row(const AccessPattern& dst, const AccessPattern& stationary,
+                              const AccessPattern& moving, bool accumulate) {
+  Instruction in = matmul(dst, stationary, moving, accumulate);
+  in.perf_mode = MatmulPerfMode::kDoubleRow;
+  return in;
+}
+
 Instruction transpose(const AccessPattern& dst, const AccessPattern& src) {
   return {.op = Opcode::kTranspose, .dst = dst, .src0 = src};
 }

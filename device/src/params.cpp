@@ -120,6 +120,7 @@ ChipParams parse_chip_params(const Config& config) {
   t.mm_min_ii_cycles = r.count("tensor.mm_min_ii_cycles", 0, 1 << 20);
   t.fp32_cost_factor = r.positive("tensor.fp32_cost_factor");
   t.fp8_cost_factor = r.positive("tensor.fp8_cost_factor");
+  t.fp8_double_row_cost_factor = r.non_negative("tensor.fp8_double_row_cost_factor");
   t.load_stationary_speedup = r.positive("tensor.load_stationary_speedup");
   t.pipeline_latency_cycles = r.count("tensor.pipeline_latency_cycles", 0, 1 << 20);
   t.transpose_min_cycles = r.count("tensor.transpose_min_cycles", 0, 1 << 20);

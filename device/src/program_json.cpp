@@ -213,6 +213,7 @@ json program_to_json(const Program& program) {
         o["reduce_axes"] = in.reduce_axes;
       }
       if (in.accumulate) o["accumulate"] = true;
+      if (in.perf_mode == MatmulPerfMode::kDoubleRow) o["perf_mode"] = "double_row";
       if (in.op == Opcode::kMemset || (in.op == Opcode::kSelect && !in.has_src2)) o["imm"] = in.imm;
       if (in.op == Opcode::kRng) {
         o["dist"] = rng_dist_name(in.rng_dist);
@@ -332,7 +333,13 @@ Program program_from_json(const json& j) {
             else if (fk == "accumulate")
               in.accumulate =
                   f->is_boolean() ? f->get<bool>() : (bad(fp, "expected a boolean"), false);
-            else if (fk == "imm")
+            else if (fk == "perf_mode") {
+              if (!f->is_string() ||
+                  (f->get<std::string>() != "double_row" && f->get<std::string>() != "none"))
+                bad(fp, "expected \"double_row\" or \"none\"");
+              in.perf_mode = f->get<std::string>() == "double_row" ? MatmulPerfMode::kDoubleRow
+                                                                   : MatmulPerfMode::kNone;
+            } else if (fk == "imm")
               in.imm = get_number<float>(*f, fp, 0, 0);
             else if (fk == "imm2")
               in.imm2 = get_number<float>(*f, fp, 0, 0);

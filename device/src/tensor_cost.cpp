@@ -27,9 +27,13 @@ ComputeCost TensorCostModel::cost(const Instruction& in, StationaryState station
     return c;
   }
   if (in.op != Opcode::kMatmul) return c;
-  const double K = in.src0.partitions;
-  const double M = static_cast<double>(in.src0.free_elements());
-  const double N = static_cast<double>(in.src1.free_elements());
+  // Double row (ARCH-v3): the row pair is the operands' outermost free dim; it doubles the
+  // contraction, not the stationary or moving size.
+  const bool dr = in.perf_mode == MatmulPerfMode::kDoubleRow;
+  const double rows = dr ? 2.0 : 1.0;
+  const double K = in.src0.partitions * rows;
+  const double M = static_cast<double>(in.src0.free_elements()) / rows;
+  const double N = static_cast<double>(in.src1.free_elements()) / rows;
   c.flops = 2.0 * K * M * N;
   if (p_.timing_mode == TensorTimingMode::kScaleSim) {
     // SCALE-Sim WS (systolic_compute_ws.py): a fold loads its weights (R cycles), streams its
@@ -43,7 +47,10 @@ ComputeCost TensorCostModel::cost(const Instruction& in, StationaryState station
     if (stationary.first) c.cycles -= 1.0;
     return c;
   }
-  const double f = dtype_factor(p_, in.src0.dtype, in.src1.dtype);
+  // ARCH-v3: a double-row FP8 matmul takes the time of the regular BF16 LS/MM sequence with a
+  // 128 contraction (tensor.fp8_double_row_cost_factor relative to it).
+  const double f =
+      dr ? p_.fp8_double_row_cost_factor : dtype_factor(p_, in.src0.dtype, in.src1.dtype);
   // ISA-2.26 nc_matmul: max(min(64, N_stationary), N_moving) cycles, x4 for fp32.
   c.cycles = std::max(std::min<double>(p_.mm_min_ii_cycles, M), N) * f;
   // ARCH-v2 fast LoadStationary: up to 4x faster than a MultiplyMoving of the same free size;

@@ -199,6 +199,8 @@ class Checker {
             static_cast<int>(in_.op));
     require(engine_supports(s_.id.engine, in_.op), "engine-opcode", "{} cannot execute {}",
             s_.id.display_name(), opcode_name(in_.op));
+    require(in_.op == Opcode::kMatmul || in_.perf_mode == MatmulPerfMode::kNone, "matmul-perf-mode",
+            "perf_mode is a matmul field; {} cannot take one", opcode_name(in_.op));
     switch (in_.op) {
       case Opcode::kSemWait:
       case Opcode::kSemSignal:
@@ -339,14 +341,33 @@ class Checker {
             "contraction (partitions) {} exceeds the {} PE rows", st.partitions, core_.tensor.rows);
     require(st.partitions == mv.partitions, "matmul-contraction",
             "stationary has {} partitions but moving has {}", st.partitions, mv.partitions);
-    require(st.free_elements() <= core_.tensor.columns, "matmul-stationary-size",
-            "stationary free size {} exceeds the {} PE columns", st.free_elements(),
-            core_.tensor.columns);
-    require(mv.free_elements() <= core_.tensor.moving_free_max, "matmul-moving-size",
-            "moving free size {} exceeds {}", mv.free_elements(), core_.tensor.moving_free_max);
-    require(d.partitions == st.free_elements() && d.free_elements() == mv.free_elements(),
-            "shape-mismatch", "dst must be [{}, {}] (stationary free x moving free), got [{}, {}]",
-            st.free_elements(), mv.free_elements(), d.partitions, d.free_elements());
+    uint64_t rows = 1;
+    if (in_.perf_mode == MatmulPerfMode::kDoubleRow) {
+      // ARCH-v3 double FP8: NeuronCore-v3 on, FP8 x FP8 only, [P, 2, F] operands.
+      require(core_.tensor.fp8_double_row_cost_factor > 0, "matmul-perf-mode",
+              "perf_mode double_row is not supported by this NeuronCore (preset "
+              "tensor.fp8_double_row_cost_factor = 0; ARCH-v3: introduced with NeuronCore-v3)");
+      require(is_fp8(st.dtype) && is_fp8(mv.dtype), "matmul-perf-mode",
+              "perf_mode double_row needs FP8 x FP8 inputs, got {} and {}", dtype_name(st.dtype),
+              dtype_name(mv.dtype));
+      for (const AccessPattern* ap : {&st, &mv}) {
+        require(ap->ndims >= 2 && ap->dims[0].size == 2, "matmul-perf-mode",
+                "perf_mode double_row operands are [P, 2, F] (row pair outermost), got {}",
+                ap->to_string());
+      }
+      rows = 2;
+    } else {
+      require(in_.perf_mode == MatmulPerfMode::kNone, "matmul-perf-mode",
+              "unknown matmul perf_mode {}", static_cast<int>(in_.perf_mode));
+    }
+    const uint64_t sf = st.free_elements() / rows, mf = mv.free_elements() / rows;
+    require(sf <= core_.tensor.columns, "matmul-stationary-size",
+            "stationary free size {} exceeds the {} PE columns", sf, core_.tensor.columns);
+    require(mf <= core_.tensor.moving_free_max, "matmul-moving-size",
+            "moving free size {} exceeds {}", mf, core_.tensor.moving_free_max);
+    require(d.partitions == sf && d.free_elements() == mf, "shape-mismatch",
+            "dst must be [{}, {}] (stationary free x moving free), got [{}, {}]", sf, mf,
+            d.partitions, d.free_elements());
     const auto span = d.byte_span();
     const uint64_t bank = core_.psum.bank_bytes();
     require(static_cast<uint64_t>(span.lo) / bank == static_cast<uint64_t>(span.hi - 1) / bank,

@@ -29,8 +29,13 @@ int64_t ceil_div(int64_t a, int64_t b) {
 // chunks do not share the bandwidth with many later ones. Stores and the bias have their own
 // queues so no load waits behind them.
 constexpr uint8_t kLoadQueues[] = {0, 1, 2, 3};
-constexpr uint8_t kStoreQueues[] = {4, 5, 6, 7};
+constexpr uint8_t kStoreQueues[] = {4, 5, 6, 7, 9, 10, 11, 12};
 constexpr uint8_t kBiasQueue = 8;
+// Loads that take turns on the first two queues before the others start (gated on the first
+// two, whose launch latency the others then pay while these arrive).
+constexpr uint32_t kFirstLoads = 6;
+// Width of the column pieces the kernel's last output tile is finished in.
+constexpr uint32_t kTailPiece = 128;
 
 // One operand of C = A @ B seen as K x J (J = M for A, N for B): element (k, j) of a batch slice
 // sits at base + k * ks + j * js.
@@ -150,6 +155,7 @@ class MatmulEmitter {
     s.tmp = s.bias && !bias_column_ && (spec_.epilogue != ActFunc::kCopy || spec_.alpha != 1.0f);
     s.transposed_out = swapped_;
     tmp_ = s.tmp;
+    double_row_ = is_fp8(A_.dt) && is_fp8(B_.dt) && core_.tensor.fp8_double_row_cost_factor > 0;
     p_ = plan_matmul(s, core_);
     A_.gw = p_.gw_a;
     B_.gw = p_.gw_b;
@@ -183,6 +189,7 @@ class MatmulEmitter {
     stage_release_[0].resize(p_.stage_slots);
     stage_release_[1].resize(p_.stage_slots);
     out_release_.resize(p_.out_slots * p_.gm * p_.gn);
+    out_prev_.resize(out_release_.size());
   }
 
   // The output groups in execution order and their chunk steps; the cache keys of every step.
@@ -232,6 +239,8 @@ class MatmulEmitter {
     const uint32_t rbs = p_.a_resident ? p_.streamed_slots : p_.resident_slots;
     cache_a_.emplace(ra, keys_a_);
     cache_b_.emplace(rbs, keys_b_);
+    kt_ready_[0].resize(ra);
+    kt_ready_[1].resize(rbs);
   }
 
   void emit() {
@@ -263,20 +272,53 @@ class MatmulEmitter {
       cache.fill(*v, j);
       const Group& g = groups_[step_group_[j]];
       Operand& o = side == 0 ? A_ : B_;
+      kt_ready_[side][*v].clear();
       load_chunk(o, side, side == 0 ? g.a_base : g.b_base, side == 0 ? g.mg : g.ng, step_chunk_[j],
-                 cache.slot(*v), o.slots_off + *v * o.chunk_bytes, release);
+                 cache.slot(*v), o.slots_off + *v * o.chunk_bytes, release,
+                 step_group_[j] == 0 ? &kt_ready_[side][*v] : nullptr);
     }
+    std::stable_sort(pieces_.begin(), pieces_.end(),
+                     [](const Piece& x, const Piece& y) { return x.kt < y.kt; });
+    for (const Piece& pc : pieces_) {
+      const uint8_t q = load_queue();
+      b_.wait(kDma(q), pc.release);
+      b_.emit(kDma(q), isa::dma_copy(pc.dst, pc.src));
+      pc.out->push_back(b_.mark(kDma(q)));
+      pc.slot->ready[0] = pc.out->back();
+      loaded(pc.out->back());
+    }
+    pieces_.clear();
     prepared_ = j;
     return true;
   }
 
   void load_chunk(Operand& o, int side, int64_t base, uint32_t group, uint32_t chunk,
-                  ChunkCache::Slot& slot, uint64_t slot_off, Token release) {
+                  ChunkCache::Slot& slot, uint64_t slot_off, Token release,
+                  std::vector<Token>* pieces) {
     const uint32_t P = core_.tensor.rows;
     const int64_t j0 = int64_t{group} * o.gw, jw = std::min<int64_t>(o.gw, o.J - j0);
     const int64_t kt0 = int64_t{chunk} * p_.ck;
     const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - kt0);
     const int64_t k0 = kt0 * P, klen = std::min<int64_t>(nkt * P, K_ - k0);
+    if (!o.natural && pieces && nkt > 1) {
+      // The first group's chunks load one k-tile per DMA, each marked ready on its own: the
+      // first matmuls start once their k-tile is in, not the whole chunk (kernel start-up).
+      // prepare() issues both operands' pieces k-tile by k-tile.
+      for (int64_t kt = 0; kt < nkt; ++kt) {
+        const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, klen - kt * P));
+        Piece pc;
+        pc.kt = kt;
+        pc.release = release;
+        pc.slot = &slot;
+        pc.out = pieces;
+        pc.dst =
+            isa::sbuf(o.dt, 0, kp, slot_off + kt * o.gw * o.es, {{1, static_cast<uint32_t>(jw)}});
+        pc.src = hbm_ap(*o.t, base + (k0 + kt * P) * o.ks + j0 * o.js, kp, o.ks,
+                        {{o.js, static_cast<uint32_t>(jw)}});
+        pieces_.push_back(pc);
+      }
+      return;
+    }
     const uint8_t q = load_queue();
     if (!o.natural) {
       // [k partitions, kt, j] straight into the slot: runs of jw elements when J is contiguous.
@@ -372,7 +414,7 @@ class MatmulEmitter {
   uint8_t load_queue() {
     const uint32_t n = load_count_++;
     const uint32_t nq = static_cast<uint32_t>(std::size(kLoadQueues));
-    const uint32_t i = n < 4 ? n % 2 : (n - 2) % nq;
+    const uint32_t i = n < kFirstLoads ? n % 2 : (n - kFirstLoads + 2) % nq;
     const uint8_t q = kLoadQueues[i];
     if (i >= 2 && !queue_started_[i]) {
       for (const Token& t : first_loads_) b_.wait(kDma(q), t);
@@ -402,6 +444,7 @@ class MatmulEmitter {
   struct TileGeom {
     uint32_t mt, nt, mw, nw;
     uint32_t bank;  // accumulator slot: two groups of gm x gn tiles, packed into PSUM banks
+    uint32_t c0;    // first column inside the 512-wide tile (a piece of the kernel's last tile)
   };
   std::vector<TileGeom> tiles_of(const Group& g, size_t gi) const {
     std::vector<TileGeom> t;
@@ -414,8 +457,25 @@ class MatmulEmitter {
         if (n0 >= N_) break;
         t.push_back({mt, nt, static_cast<uint32_t>(std::min<int64_t>(A_.tile, M_ - m0)),
                      static_cast<uint32_t>(std::min<int64_t>(B_.tile, N_ - n0)),
-                     parity + mt * p_.gn + nt});
+                     parity + mt * p_.gn + nt, 0});
       }
+    }
+    // The kernel's last group finishes in column pieces of kTailPiece (each a full-rate matmul,
+    // >= mm_min_ii_cycles wide): each piece is evicted and stored as soon as it is done, so
+    // only the last piece's short eviction and store follow TensorE's last matmul.
+    const uint32_t piece = std::max<uint32_t>(kTailPiece, core_.tensor.mm_min_ii_cycles);
+    if (gi + 1 == groups_.size() && !swapped_) {
+      std::vector<TileGeom> split;
+      for (const TileGeom& x : t) {
+        for (uint32_t c = 0; c < x.nw; c += piece) {
+          TileGeom q = x;
+          q.c0 = c;
+          q.nw = x.nw - c < 2 * piece ? x.nw - c : piece;
+          split.push_back(q);
+          if (q.nw != piece) break;
+        }
+      }
+      t = std::move(split);
     }
     return t;
   }
@@ -424,7 +484,7 @@ class MatmulEmitter {
     const uint32_t per_group = p_.gm * p_.gn, group = t.bank / per_group, i = t.bank % per_group;
     return isa::psum_tile(DType::kFp32, t.mw,
                           acc_bank_[group * p_.acc_banks + i / p_.tiles_per_bank] +
-                              (i % p_.tiles_per_bank) * p_.acc_tile_bytes,
+                              (i % p_.tiles_per_bank) * p_.acc_tile_bytes + t.c0 * 4ull,
                           t.nw);
   }
 
@@ -438,33 +498,61 @@ class MatmulEmitter {
     const uint32_t sa = *cache_a_->find(keys_a_[i]), sb = *cache_b_->find(keys_b_[i]);
     ChunkCache::Slot& slot_a = cache_a_->slot(sa);
     ChunkCache::Slot& slot_b = cache_b_->slot(sb);
-    for (const ChunkCache::Slot* s : {&slot_a, &slot_b}) {
-      b_.wait(kTensor, s->ready[0]);
+    const std::vector<Token>* pieces[2] = {&kt_ready_[0][sa], &kt_ready_[1][sb]};
+    for (int side = 0; side < 2; ++side) {
+      const ChunkCache::Slot* s = side == 0 ? &slot_a : &slot_b;
+      if (pieces[side]->empty()) b_.wait(kTensor, s->ready[0]);
       b_.wait(kTensor, s->ready[1]);
     }
+    // Per-k-tile pieces: TensorE waits for each k-tile just before its first matmul.
+    auto wait_kt = [&](int64_t kt) {
+      for (const std::vector<Token>* pc : pieces) {
+        if (static_cast<size_t>(kt) < pc->size()) b_.wait(kTensor, (*pc)[kt]);
+      }
+    };
     const uint64_t a_off = A_.slots_off + sa * A_.chunk_bytes;
     const uint64_t b_off = B_.slots_off + sb * B_.chunk_bytes;
     const int64_t kt0 = int64_t{step_chunk_[i]} * p_.ck;
     const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - kt0);
     const bool last = i == g.first_step + g.steps - 1;
     tile_done_.assign(tiles.size(), Token{});
-    auto mm = [&](int64_t kt, const TileGeom& t) {
+    // The chunk's k-tiles in TensorE instructions: FP8 x FP8 on a core with double-row mode
+    // (ARCH-v3) contracts two full k-tiles per matmul; the slot's [k, kt, j] layout already
+    // holds the pair as its outer free dim ([P, 2, F], row pair gw elements apart).
+    std::vector<std::pair<int64_t, uint32_t>> ksteps;  // (first k-tile, k-tiles)
+    for (int64_t kt = 0; kt < nkt;) {
+      const bool pair = double_row_ && kt + 1 < nkt && (kt0 + kt + 2) * P <= K_;
+      ksteps.push_back({kt, pair ? 2u : 1u});
+      kt += pair ? 2 : 1;
+    }
+    auto mm = [&](std::pair<int64_t, uint32_t> ks, const TileGeom& t) {
+      const int64_t kt = ks.first;
       const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K_ - (kt0 + kt) * P));
-      const AccessPattern stat =
-          isa::sbuf_tile(A_.dt, kp, a_off + (kt * A_.gw + t.mt * A_.tile) * A_.es, t.mw);
-      const AccessPattern mov =
-          isa::sbuf_tile(B_.dt, kp, b_off + (kt * B_.gw + t.nt * B_.tile) * B_.es, t.nw);
-      b_.emit(kTensor, isa::matmul(acc_ap(t), stat, mov, kt0 + kt > 0));
+      const uint64_t a = a_off + (kt * A_.gw + t.mt * A_.tile) * A_.es;
+      const uint64_t bo = b_off + (kt * B_.gw + t.nt * B_.tile + t.c0) * B_.es;
+      if (ks.second == 2) {
+        b_.emit(kTensor, isa::matmul_double_row(
+                             acc_ap(t), isa::sbuf(A_.dt, 0, kp, a, {{A_.gw, 2}, {1, t.mw}}),
+                             isa::sbuf(B_.dt, 0, kp, bo, {{B_.gw, 2}, {1, t.nw}}), kt0 + kt > 0));
+        return;
+      }
+      b_.emit(kTensor, isa::matmul(acc_ap(t), isa::sbuf_tile(A_.dt, kp, a, t.mw),
+                                   isa::sbuf_tile(B_.dt, kp, bo, t.nw), kt0 + kt > 0));
+    };
+    auto wait_ks = [&](std::pair<int64_t, uint32_t> ks) {
+      for (uint32_t r = 0; r < ks.second; ++r) wait_kt(ks.first + r);
     };
     if (!last) {
-      for (int64_t kt = 0; kt < nkt; ++kt) {
-        for (const TileGeom& t : tiles) mm(kt, t);
+      for (const auto& ks : ksteps) {
+        wait_ks(ks);
+        for (const TileGeom& t : tiles) mm(ks, t);
       }
     } else {
       // A group's last step finishes one tile after the other, each marked done, so the
       // epilogue and store of the first tiles overlap TensorE finishing the rest.
+      for (const auto& ks : ksteps) wait_ks(ks);
       for (size_t ti = 0; ti < tiles.size(); ++ti) {
-        for (int64_t kt = 0; kt < nkt; ++kt) mm(kt, tiles[ti]);
+        for (const auto& ks : ksteps) mm(ks, tiles[ti]);
         if (ti + 1 < tiles.size()) tile_done_[ti] = b_.mark(kTensor);
       }
     }
@@ -543,16 +631,23 @@ class MatmulEmitter {
       const Token done = tile_done_[ti];
       const AccessPattern acc = acc_ap(t);
       // Output tiles rotate through out_slots x gm x gn tile slots.
-      const uint32_t os = out_count_++ % static_cast<uint32_t>(out_release_.size());
+      // Column pieces of one tile share its slot: the first piece takes the slot and every
+      // piece waits for the slot's previous stores.
+      const uint32_t nslots = static_cast<uint32_t>(out_release_.size());
+      const uint32_t os = t.c0 == 0 ? out_count_++ % nslots : (out_count_ - 1) % nslots;
+      if (t.c0 == 0) {
+        out_prev_[os] = std::move(out_release_[os]);
+        out_release_[os].clear();
+      }
       const AccessPattern out =
-          isa::sbuf_tile(c_.dtype, t.mw, out_off_ + os * uint64_t{B_.tile} * oes_, t.nw);
+          isa::sbuf_tile(c_.dtype, t.mw, out_off_ + (os * uint64_t{B_.tile} + t.c0) * oes_, t.nw);
       StreamId reader;
       if (bias_column_) {
         const AccessPattern col =
             isa::sbuf(DType::kFp32, 0, t.mw, bias_slot + t.mt * 4ull, {{1, 1}});
         b_.wait(kScalar, done);
         b_.wait(kScalar, bias_ready);
-        b_.wait(kScalar, out_release_[os]);
+        for (const Token& w : out_prev_[os]) b_.wait(kScalar, w);
         b_.emit(kScalar,
                 isa::activation(out, acc, f, isa::imm(spec_.alpha), isa::per_partition(col)));
         charge_scalar(t.nw);
@@ -570,7 +665,7 @@ class MatmulEmitter {
           charge_scalar(t.nw);
         }
         b_.wait(reader, done);
-        b_.wait(reader, out_release_[os]);
+        for (const Token& w : out_prev_[os]) b_.wait(reader, w);
         if (reader == kVector) {
           b_.emit(kVector, spec_.alpha == 1.0f ? isa::tensor_copy(out, acc)
                                                : isa::tensor_scalar(out, acc, AluOp::kMultiply,
@@ -588,7 +683,8 @@ class MatmulEmitter {
       pick_engine(t.nw, false);
       const AccessPattern bias_t = isa::sbuf_tile(
           DType::kFp32, t.mw,
-          bias_slot + ((bias_rs_ != 0 ? t.mt : 0) * uint64_t(B_.gw) + t.nt * B_.tile) * 4, t.nw);
+          bias_slot + ((bias_rs_ != 0 ? t.mt : 0) * uint64_t(B_.gw) + t.nt * B_.tile + t.c0) * 4,
+          t.nw);
       const uint32_t ts = tmp_count_++ % 2;
       const AccessPattern tmp =
           isa::sbuf_tile(DType::kFp32, t.mw, tmp_off_ + ts * uint64_t{B_.tile} * 4, t.nw);
@@ -602,7 +698,7 @@ class MatmulEmitter {
         pick_engine(t.nw, false);
       }
       if (f == ActFunc::kCopy) {
-        b_.wait(kVector, out_release_[os]);
+        for (const Token& w : out_prev_[os]) b_.wait(kVector, w);
         b_.emit(kVector, isa::tensor_tensor(out, src, bias_t, AluOp::kAdd));
         const Token r = b_.mark(kVector);
         bank_release_[t.bank] = r;
@@ -615,7 +711,7 @@ class MatmulEmitter {
       bank_release_[t.bank] = v;
       bias_release_[bias_count_ % 2] = v;
       b_.wait(kScalar, v);
-      b_.wait(kScalar, out_release_[os]);
+      for (const Token& w : out_prev_[os]) b_.wait(kScalar, w);
       b_.emit(kScalar, isa::activation(out, tmp, f));
       charge_scalar(t.nw);
       tmp_release_[ts] = b_.mark(kScalar);
@@ -634,11 +730,11 @@ class MatmulEmitter {
     }
     const StreamId q = kDma(kStoreQueues[store_count_++ % std::size(kStoreQueues)]);
     const int64_t m0 = (int64_t{g.mg} * p_.gm + t.mt) * A_.tile;
-    const int64_t n0 = (int64_t{g.ng} * p_.gn + t.nt) * B_.tile;
+    const int64_t n0 = (int64_t{g.ng} * p_.gn + t.nt) * B_.tile + t.c0;
     b_.wait(q, ready);
     b_.emit(q, isa::dma_copy(
                    hbm_ap(c_, g.c_base + m0 * crs_ + n0 * ccs_, t.mw, crs_, {{ccs_, t.nw}}), out));
-    out_release_[slot] = b_.mark(q);
+    out_release_[slot].push_back(b_.mark(q));
   }
 
   // Weight-stationary frame: the kernel computed C^T in tiles [n rows, m cols]. TensorE transposes
@@ -662,7 +758,7 @@ class MatmulEmitter {
         cols += x.t.mw;
       }
       const Token tr = b_.mark(kTensor);
-      for (size_t k = i; k < j; ++k) out_release_[tiles[k].slot] = tr;
+      for (size_t k = i; k < j; ++k) out_release_[tiles[k].slot].push_back(tr);
       const uint32_t fs = final_count_++ % 2;
       const AccessPattern fin =
           isa::sbuf_tile(c_.dtype, rows, final_off_ + fs * uint64_t{p_.gm} * A_.tile * oes_, cols);
@@ -704,6 +800,7 @@ class MatmulEmitter {
   bool swapped_ = false;      // computing C^T (weight-stationary); outputs transposed back
   bool bias_column_ = false;  // the bias is one value per output partition
   bool tmp_ = false;
+  bool double_row_ = false;  // FP8 x FP8 matmuls contract two k-tiles each (ARCH-v3)
   struct PendingTile {
     TileGeom t;
     AccessPattern out;
@@ -722,9 +819,20 @@ class MatmulEmitter {
   std::vector<uint32_t> step_chunk_;
   std::vector<int> keys_a_, keys_b_;
   std::optional<ChunkCache> cache_a_, cache_b_;
+  struct Piece {
+    int64_t kt = 0;
+    Token release;
+    ChunkCache::Slot* slot = nullptr;
+    std::vector<Token>* out = nullptr;
+    AccessPattern dst, src;
+  };
+  std::vector<Piece> pieces_;  // k-tile loads of the step being prepared, issued in k order
+  std::vector<std::vector<Token>> kt_ready_[2];  // per slot: ready token of each k-tile piece
   int prepared_ = -1, emitted_ = 0;
 
-  std::vector<Token> bank_release_, tr_release_, out_release_;
+  std::vector<Token> bank_release_, tr_release_;
+  // Per output slot: the stores (or transposes) reading its current tile, and its previous one.
+  std::vector<std::vector<Token>> out_release_, out_prev_;
   std::vector<Token> stage_release_[2];
   Token tmp_release_[2], bias_release_[2];
   std::vector<Token> tile_done_;  // the current group's tiles: last matmul done

@@ -75,10 +75,18 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
     if (o->natural) ck = std::max<uint64_t>(ck, ceil_div(chunk_cap, P * o->elem_bytes));
   }
   p.ck = static_cast<uint32_t>(std::clamp<uint64_t>(ck, 1, std::max<uint32_t>(1, max_ck)));
+  // FP8 x FP8 with double-row matmuls: chunks of whole k-tile pairs.
+  const bool fp8_dr =
+      s.a.elem_bytes == 1 && s.b.elem_bytes == 1 && core.tensor.fp8_double_row_cost_factor > 0;
+  if (fp8_dr && p.kt >= 2) p.ck += p.ck % 2;
   p.chunks = static_cast<uint32_t>(ceil_div(p.kt, p.ck));
   // Steps prepared ahead: about kLookaheadNs of TensorE work, so the loads and transposes of
   // natural operands (each a DMA, TensorE and a copy engine in turn) are ready in time.
-  const double fp32 = s.a.elem_bytes == 4 ? core.tensor.fp32_cost_factor : 1.0;
+  // TensorE time per 128-deep k-tile relative to BF16: fp32 x4; FP8 x FP8 contracts two k-tiles
+  // per double-row matmul where the core has that mode.
+  const double fp32 = s.a.elem_bytes == 4 ? core.tensor.fp32_cost_factor
+                      : fp8_dr            ? 0.5 * core.tensor.fp8_double_row_cost_factor
+                                          : 1.0;
   const double step_ns =
       p.ck * p.gm * p.gn *
       std::max<double>(core.tensor.mm_min_ii_cycles, std::min<int64_t>(s.b.tile, s.b.extent)) *

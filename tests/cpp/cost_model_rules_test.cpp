@@ -11,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "neuronsim/device/errors.h"
 #include "neuronsim/device/instructions.h"
+#include "neuronsim/kernels/gemm.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/spmd.h"
 #include "test_util.h"
@@ -128,12 +130,9 @@ TEST(CostModelRules, TensorFp32MatmulCostsFourTimesBf16) {
       4 * 100.0);
 }
 
-// ARCH-v3 double FP8 (perf_mode=double_row): on Trainium2 a 256-deep FP8 x FP8 contraction takes
-// the time of a 128-deep BF16 one, twice the BF16 rate (158 vs 79 TFLOP/s per core; SCHEMA
-// adjusted_flops FP8 0.5x on Trn2): a 128-deep FP8 matmul costs half. NC-v2 has no double-row
-// mode (SCHEMA: FP8 1.0x on Trn1): BF16 speed. Mixed FP8 x BF16 runs at BF16 speed on both
-// (glossary).
-// FP8 x FP8 (both encodings) at `fp8_cycles` per N = 512 matmul; FP8 x BF16 at BF16 speed.
+// A regular (128-deep) FP8 x FP8 matmul runs at BF16 speed on both generations (SCHEMA
+// adjusted_flops FP8 1.0x on Trn1; on Trn2 the 2x FP8 rate is the double-row mode's, below);
+// mixed FP8 x BF16 runs at BF16 speed (glossary).
 void expect_fp8_matmul_cycles(const std::string& preset, double fp8_cycles) {
   auto fp8_mm = [](DType moving) {
     return isa::matmul(isa::psum_tile(DType::kFp32, 128, 0, 512),
@@ -150,12 +149,77 @@ void expect_fp8_matmul_cycles(const std::string& preset, double fp8_cycles) {
                      512.0);
 }
 
-TEST(CostModelRules, TensorFp8DoubleRowHalvesMatmulTimeOnTrn2) {
-  expect_fp8_matmul_cycles("trn2", 256.0);
+TEST(CostModelRules, TensorRegularFp8MatmulRunsAtBf16SpeedOnTrn2) {
+  expect_fp8_matmul_cycles("trn2", 512.0);
 }
 
 TEST(CostModelRules, TensorFp8RunsAtBf16SpeedOnTrn1) {
   expect_fp8_matmul_cycles("trn1", 512.0);
+}
+
+// ARCH-v3 double FP8 (perf_mode=double_row, HARDWARE.md 1.2): stationary [128, 2, 128] and
+// moving [128, 2, 512] contract 256 rows per instruction, "in the same amount of time as the
+// regular BF16/FP16 LS/MM sequence with a 128 contraction dimension" (trn2
+// tensor.fp8_double_row_cost_factor 1.0): 512 cycles per N = 512 instruction, so half the BF16
+// time per contracted row (158 vs 79 TFLOP/s per core).
+Instruction double_row_mm(DType st, DType mv) {
+  return isa::matmul_double_row(isa::psum_tile(DType::kFp32, 128, 0, 512),
+                                isa::sbuf(st, 0, 128, 0, {{128, 2}, {1, 128}}),
+                                isa::sbuf(mv, 0, 128, 64 << 10, {{512, 2}, {1, 512}}), false);
+}
+
+TEST(CostModelRules, TensorFp8DoubleRowContracts256RowsInBf16TimeOnTrn2) {
+  auto dev = timing_device("trn2");
+  const double hz = dev->params().core.tensor.frequency_hz;
+  for (DType mv : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    EXPECT_WITHIN_5PCT(
+        measure_ii(*dev, kernels::kTensor, "TensorE", {double_row_mm(DType::kFp8E4M3, mv)}, hz),
+        512.0);
+  }
+}
+
+// The same GEMM (1024 x 2048 x 1024, K-major A, bf16 output) on trn2: the library's FP8 x FP8
+// path issues double-row matmuls and takes ~0.5x the BF16 TensorE time (ARCH-v3 as above).
+TEST(CostModelRules, Fp8DoubleRowGemmTakesHalfTheBf16TensorTimeOnTrn2) {
+  auto dev = timing_device("trn2");
+  auto tensor_busy_s = [&](DType in) {
+    kernels::GemmSpec g;
+    g.m = 1024, g.k = 2048, g.n = 1024;
+    g.in_dtype = in;
+    g.out_dtype = DType::kBf16;
+    const device::Program p = kernels::build_gemm(g, {0, 8 << 20, 0, 16 << 20}, dev->params().core);
+    double busy = 0;
+    for (const SliceRecord& r : run_traced(*dev, p).row("TensorE")) {
+      busy += static_cast<double>((r.end - r.begin).ps) * 1e-12;
+    }
+    return busy;
+  };
+  const double bf16 = tensor_busy_s(DType::kBf16), fp8 = tensor_busy_s(DType::kFp8E4M3);
+  EXPECT_WITHIN_5PCT(fp8 / bf16, 0.5);
+}
+
+// Double row is validated: NeuronCore-v2 has no such mode (trn1 tensor.fp8_double_row_cost_factor
+// 0; ARCH-v3 introduces it), and it takes FP8 x FP8 only. Both are a ValidationError naming the
+// rule, not a silent regular matmul.
+void expect_double_row_rejected(device::Device& dev, DType st, DType mv, const std::string& says) {
+  try {
+    dev.run(0, repeat(dev, kernels::kTensor, {double_row_mm(st, mv)}, 1));
+    ADD_FAILURE() << "double-row matmul was accepted";
+  } catch (const device::ValidationError& e) {
+    EXPECT_EQ(e.rule(), "matmul-perf-mode");
+    EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+  }
+}
+
+TEST(CostModelRules, DoubleRowIsRejectedOnTrn1) {
+  auto dev = timing_device("trn1");
+  expect_double_row_rejected(*dev, DType::kFp8E4M3, DType::kFp8E4M3, "not supported");
+}
+
+TEST(CostModelRules, DoubleRowIsRejectedForNonFp8InputsOnTrn2) {
+  auto dev = timing_device("trn2");
+  expect_double_row_rejected(*dev, DType::kBf16, DType::kBf16, "FP8 x FP8");
+  expect_double_row_rejected(*dev, DType::kFp8E4M3, DType::kBf16, "FP8 x FP8");
 }
 
 // ISA-2.26 nc_matmul: max(min(64, N_stationary), N_moving) TensorE cycles for 16-bit inputs.

@@ -7,6 +7,8 @@
 
 #include <array>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include <fmt/ranges.h>
 
@@ -42,7 +44,8 @@ struct Case {
   bool bias = false, bias_rows = false;
   float alpha = 1, beta = 1;
   ActFunc f = ActFunc::kCopy;
-  int64_t a_elem_step = 1;  // > 1: A's elements sit this far apart (a gather)
+  int64_t a_elem_step = 1;      // > 1: A's elements sit this far apart (a gather)
+  std::optional<DType> out_dt;  // C's dtype when not dt
 };
 
 uint64_t span_elems(const TensorDesc& t) {
@@ -67,7 +70,8 @@ struct HostView {
   }
 };
 
-void run_case(device::Device& dev, const Case& c) {
+// Runs the case and checks C; returns how many double-row matmuls the program issued.
+size_t run_case(device::Device& dev, const Case& c) {
   uint8_t* hbm = dev.hbm_data();
   uint64_t next = 0;
   auto place = [&](TensorDesc& t, uint64_t seed) {
@@ -81,7 +85,7 @@ void run_case(device::Device& dev, const Case& c) {
   TensorDesc b{0, c.dt, c.b_sizes, strides_for(c.b_sizes, c.b_order)};
   std::vector<int> c_order(c.c_sizes.size());
   for (size_t i = 0; i < c_order.size(); ++i) c_order[i] = static_cast<int>(i);
-  TensorDesc out{0, c.dt, c.c_sizes, strides_for(c.c_sizes, c_order)};
+  TensorDesc out{0, c.out_dt.value_or(c.dt), c.c_sizes, strides_for(c.c_sizes, c_order)};
   std::optional<TensorDesc> bias;
   place(a, 1);
   place(b, 2);
@@ -97,7 +101,9 @@ void run_case(device::Device& dev, const Case& c) {
   spec.alpha = c.alpha;
   spec.beta = c.beta;
   spec.epilogue = c.f;
-  dev.run(0, kernels::build_matmul("mm", a, b, out, bias, spec, dev.params().core));
+  const device::Program prog =
+      kernels::build_matmul("mm", a, b, out, bias, spec, dev.params().core);
+  dev.run(0, prog);
 
   const int64_t K = c.a_sizes.back();
   const HostView ha(hbm, a), hb(hbm, b);
@@ -105,7 +111,7 @@ void run_case(device::Device& dev, const Case& c) {
       bias ? std::optional<HostView>(HostView(hbm, *bias)) : std::nullopt;
   std::vector<int64_t> idx(c.c_sizes.size(), 0);
   std::vector<float> got = reference::read_floats(hbm + out.address, out.dtype, out.numel());
-  const double tol = c.dt == DType::kFp32 ? 1e-4 : 2e-2;
+  const double tol = out.dtype == DType::kFp32 ? 1e-4 : 2e-2;
   uint64_t bad = 0, i = 0;
   for (;; ++i) {
     std::vector<int64_t> ai = idx, bi = idx;
@@ -126,6 +132,13 @@ void run_case(device::Device& dev, const Case& c) {
     if (d == 0) break;
   }
   EXPECT_EQ(bad, 0u) << "of " << i + 1 << " elements";
+  size_t double_row = 0;
+  for (const auto& st : prog.streams) {
+    for (const auto& in : st.instructions) {
+      double_row += in.perf_mode == device::MatmulPerfMode::kDoubleRow;
+    }
+  }
+  return double_row;
 }
 
 std::vector<Case> cases() {
@@ -202,6 +215,40 @@ TEST(MatmulKernel, MatchesReferenceForEveryLayout) {
     SCOPED_TRACE(fmt::format("A {} B {}", fmt::join(c.a_sizes, "x"), fmt::join(c.b_sizes, "x")));
     run_case(*dev, c);
   }
+}
+
+// ARCH-v3 double FP8: on trn2 an FP8 x FP8 product contracts pairs of full k-tiles per
+// double-row matmul ([P, 2, F] operands, contraction 256); the odd or partial k-tile left over
+// takes a regular matmul. Same values as the reference over the fp8 inputs, and the program
+// really uses double-row instructions (trn1 has none: regular matmuls only). One preset per
+// test: one Device per process.
+void check_fp8(const std::string& preset) {
+  auto dev = testing::make_device(preset);
+  for (DType dt : {DType::kFp8E4M3, DType::kFp8E5M2}) {
+    // K-major A @ row-major B with K = 4.7 k-tiles; natural A @ natural B (TensorE transposes)
+    // with K = 3 full k-tiles.
+    Case km{{200, 600}, {600, 700}, {200, 700}, {1, 0}, {0, 1}, dt};
+    Case nat{{130, 384}, {384, 520}, {130, 520}, {0, 1}, {1, 0}, dt};
+    for (Case c : {km, nat}) {
+      c.out_dt = DType::kBf16;
+      SCOPED_TRACE(fmt::format("{} {} A {} B {}", preset, device::dtype_name(dt),
+                               fmt::join(c.a_sizes, "x"), fmt::join(c.b_sizes, "x")));
+      const size_t dr = run_case(*dev, c);
+      if (preset == "trn2") {
+        EXPECT_GT(dr, 0u) << "no double-row matmul on trn2";
+      } else {
+        EXPECT_EQ(dr, 0u) << "trn1 has no double-row mode";
+      }
+    }
+  }
+}
+
+TEST(MatmulKernel, Fp8DoubleRowMatchesReferenceOnTrn2) {
+  check_fp8("trn2");
+}
+
+TEST(MatmulKernel, Fp8MatchesReferenceWithRegularMatmulsOnTrn1) {
+  check_fp8("trn1");
 }
 
 // 24 KiB of SBUF per partition cannot hold a resident block: chunks roll and re-stream.

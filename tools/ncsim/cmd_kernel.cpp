@@ -17,7 +17,7 @@ using namespace neuronsim;
 namespace {
 
 device::DType dtype_arg(const std::string& s) {
-  auto t = device::parse_dtype(s);
+  auto t = device::parse_dtype(s == "fp8" ? "fp8_e4m3" : s);  // "fp8": the e4m3 encoding
   if (!t) throw device::Error("unknown dtype '" + s + "'");
   return *t;
 }
@@ -59,7 +59,9 @@ void add_kernel_command(CLI::App& app) {
   gemm->add_option("--m", a->m)->capture_default_str();
   gemm->add_option("--k", a->k)->capture_default_str();
   gemm->add_option("--n", a->n)->capture_default_str();
-  gemm->add_option("--dtype", a->dtype)->capture_default_str();
+  gemm->add_option("--dtype", a->dtype,
+                   "input dtype (fp8 = fp8_e4m3: double-row matmuls on cores that have them)")
+      ->capture_default_str();
   gemm->add_option("--out-dtype", a->out_dtype, "defaults to --dtype");
   gemm->add_option("--epilogue", a->epilogue, "activation after the bias")->capture_default_str();
   gemm->add_flag("--bias,!--no-bias", a->bias, "add a bias row")->capture_default_str();
@@ -81,14 +83,15 @@ void add_kernel_command(CLI::App& app) {
     ad.b = align(ad.a_t + uint64_t{s.k} * s.m * es);
     ad.bias = align(ad.b + uint64_t{s.k} * s.n * es);
     ad.c = align(ad.bias + uint64_t{s.n} * es);
+    const std::string in_name(device::dtype_name(s.in_dtype));
     nlohmann::json j = device::program_to_json(kernels::build_gemm(s, ad, chip.core));
     j["hbm_regions"] = {
         region("a_t", ad.a_t, uint64_t{s.k} * s.m * es,
-               {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 1}}),
+               {{"kind", "normal"}, {"dtype", in_name}, {"seed", 1}}),
         region("b", ad.b, uint64_t{s.k} * s.n * es,
-               {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 2}, {"stddev", 0.05}}),
+               {{"kind", "normal"}, {"dtype", in_name}, {"seed", 2}, {"stddev", 0.05}}),
         region("bias", ad.bias, uint64_t{s.n} * es,
-               {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 3}}),
+               {{"kind", "normal"}, {"dtype", in_name}, {"seed", 3}}),
         region("c", ad.c, uint64_t{s.m} * s.n * oes, nullptr,
                std::string(device::dtype_name(s.out_dtype)))};
     write(j, a->out);

@@ -27,6 +27,10 @@ AccessPattern slice(AccessPattern ap, uint32_t free_start, uint32_t free_count);
 Instruction dma_copy(const AccessPattern& dst, const AccessPattern& src);
 Instruction matmul(const AccessPattern& dst_psum, const AccessPattern& stationary,
                    const AccessPattern& moving, bool accumulate);
+/// ARCH-v3 double-row FP8 matmul: stationary [P, 2, M], moving [P, 2, N] (row pair outermost),
+/// contracting 2P rows into dst [M, N].
+Instruction matmul_double_row(const AccessPattern& dst_psum, const AccessPattern& stationary,
+                              const AccessPattern& moving, bool accumulate);
 Instruction transpose(const AccessPattern& dst_psum, const AccessPattern& src);
 Instruction activation(const AccessPattern& dst, const AccessPattern& src, ActFunc f,
                        ScalarOperand scale = {false, 1.0f, {}}, ScalarOperand bias = {});

@@ -107,6 +107,15 @@ enum class ActFunc : uint8_t {
 std::string_view act_func_name(ActFunc f);
 std::optional<ActFunc> parse_act_func(std::string_view name);
 
+/// TensorE matmul performance modes (ARCH-v3).
+enum class MatmulPerfMode : uint8_t {
+  kNone,
+  // FP8 x FP8 only, on cores whose preset gives tensor.fp8_double_row_cost_factor > 0: each
+  // operand's outermost free dim is a row pair of size 2 ([P, 2, M] stationary, [P, 2, N]
+  // moving), contraction index k = r * P + p, so one instruction contracts 2P rows.
+  kDoubleRow,
+};
+
 /// Distributions of the rng instruction (Philox4x32-10 streams, philox.h).
 enum class RngDist : uint8_t {
   kUniform,  // imm + (imm2 - imm) * u, u in [0, 1)
@@ -147,6 +156,8 @@ struct Instruction {
   bool accumulate = false;  // matmul: add into PSUM instead of overwriting
   float imm = 0.0f;         // memset value; select on_false immediate; rng parameter a
   float imm2 = 0.0f;        // rng parameter b
+  // matmul only: double row contracts 2P rows per instruction (ARCH-v3).
+  MatmulPerfMode perf_mode = MatmulPerfMode::kNone;
   // rng: element e (row-major over dst, partition-major) gets Philox(seed, offset + (base+e)/4).
   RngDist rng_dist = RngDist::kUniform;
   uint64_t rng_seed = 0, rng_offset = 0, rng_base = 0;

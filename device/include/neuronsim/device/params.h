@@ -22,6 +22,9 @@ struct TensorEngineParams {
   uint32_t pipeline_latency_cycles;  // tensor.pipeline_latency_cycles
   uint32_t transpose_min_cycles;     // tensor.transpose_min_cycles
   TensorTimingMode timing_mode;      // tensor.timing_mode
+  // tensor.fp8_double_row_cost_factor: a double-row FP8 matmul's time relative to a BF16 one
+  // of the same stationary/moving sizes (it contracts twice the rows); 0: no double-row mode.
+  double fp8_double_row_cost_factor;
 };
 
 /// Shared by VectorE, ScalarE and GpSimdE.

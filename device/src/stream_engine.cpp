@@ -8,7 +8,7 @@
 namespace neuronsim::device {
 
 StreamEngine::StreamEngine(sc_core::sc_module_name name, CoreContext& ctx, StreamId id)
-    : sc_module(name), ctx_(ctx), id_(id) {
+    : sc_module(name), ctx_(ctx), id_(id), name_(id.name()), display_name_(id.display_name()) {
   SC_THREAD(thread);
 }
 
@@ -43,7 +43,7 @@ void StreamEngine::trace_slice(sim::TrackId& track, const std::string& row, std:
         ctx_.sink->add_track({ctx_.process_name(), row, sim::TrackKind::kSlices, 10 + sort}) + 1;
   }
   args["kernel"] = ctx_.program_name;
-  ctx_.sink->slice(track - 1, name, id_.name(), b, e, std::move(args));
+  ctx_.sink->slice(track - 1, name, name_, b, e, std::move(args));
 }
 
 void StreamEngine::thread() {

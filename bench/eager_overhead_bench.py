@@ -18,6 +18,10 @@ On a shared machine a single timed loop mostly measures the neighbours: each cas
 --repeats (default 5) timed loops per side, CPU and neuron alternating, and the ratio is that of
 the best (lowest) wall time of each side; the stage breakdown is the neuron side's best loop.
 The "cpu-time ratio" column is the same comparison in this process's CPU time.
+
+Last, two tables of the per-op cost of what watches the ops: the op-tracking observer (off and
+on) and a whole-program trace (neuronsim.tracing, recording every op, launch and instruction to a
+Chrome JSON file: without and with one recording, the recording's final write included).
 """
 
 import argparse

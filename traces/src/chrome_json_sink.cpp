@@ -1,3 +1,6 @@
+#include <pthread.h>
+
+#include <atomic>
 #include <iterator>
 #include <stdexcept>
 
@@ -33,12 +36,32 @@ void append_string(std::string& buf, std::string_view s) {
   buf += '"';
 }
 
+// How many times this process's ancestry forked into it: a sink made before the last fork
+// belongs to the parent (its writer thread did not come along).
+std::atomic<unsigned> g_forks{0};
+const bool g_fork_handler = [] {
+  pthread_atfork(nullptr, nullptr, [] { g_forks.fetch_add(1, std::memory_order_relaxed); });
+  return true;
+}();
+
 }  // namespace
+
+bool ChromeJsonSink::forked() {
+  if (g_forks.load(std::memory_order_relaxed) == fork_generation_) return false;
+  // The parent writes the file; this copy records nothing and never touches the writer's
+  // mutex (another thread may have held it at the fork) or thread.
+  finished_ = true;
+  (void)writer_.release();
+  return true;
+}
 
 ChromeJsonSink::ChromeJsonSink(const std::string& path) : out_(path), path_(path) {
   if (!out_) throw std::runtime_error("cannot write trace file '" + path + "'");
   out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
-  writer_ = std::thread([this] { writer_loop(); });
+  (void)g_fork_handler;
+  fork_generation_ = g_forks.load(std::memory_order_relaxed);
+  writer_ = std::make_unique<Writer>();
+  writer_->thread = std::thread([this, w = writer_.get()] { writer_loop(*w); });
 }
 
 ChromeJsonSink::~ChromeJsonSink() {
@@ -49,7 +72,7 @@ ChromeJsonSink::~ChromeJsonSink() {
 }
 
 void ChromeJsonSink::push(Record&& r) {
-  if (finished_) return;
+  if (finished_ || forked()) return;
   if (batch_.capacity() < kBatchRecords) batch_.reserve(kBatchRecords);
   batch_.push_back(std::move(r));
   if (batch_.size() >= kBatchRecords) hand_over();
@@ -57,32 +80,33 @@ void ChromeJsonSink::push(Record&& r) {
 
 void ChromeJsonSink::hand_over() {
   if (batch_.empty()) return;
-  std::unique_lock<std::mutex> lock(mutex_);
-  drained_.wait(lock, [this] { return queue_.size() < kMaxQueuedBatches || !error_.empty(); });
-  queue_.push_back(std::move(batch_));
+  Writer& w = *writer_;
+  std::unique_lock<std::mutex> lock(w.mutex);
+  w.drained.wait(lock, [&] { return w.queue.size() < kMaxQueuedBatches || !w.error.empty(); });
+  w.queue.push_back(std::move(batch_));
   batch_ = {};
-  ready_.notify_one();
+  w.ready.notify_one();
 }
 
-void ChromeJsonSink::writer_loop() {
+void ChromeJsonSink::writer_loop(Writer& w) {
   std::string buf;
   for (;;) {
     std::vector<Record> batch;
     {
-      std::unique_lock<std::mutex> lock(mutex_);
-      ready_.wait(lock, [this] { return !queue_.empty() || closing_; });
-      if (queue_.empty()) return;  // closing and drained
-      batch = std::move(queue_.front());
-      queue_.pop_front();
+      std::unique_lock<std::mutex> lock(w.mutex);
+      w.ready.wait(lock, [&] { return !w.queue.empty() || w.closing; });
+      if (w.queue.empty()) return;  // closing and drained
+      batch = std::move(w.queue.front());
+      w.queue.pop_front();
     }
     try {
-      if (error_.empty()) write(batch, buf);
+      if (w.error.empty()) write(batch, buf);
     } catch (const std::exception& e) {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      error_ = e.what();
+      const std::lock_guard<std::mutex> lock(w.mutex);
+      w.error = e.what();
     }
     batch.clear();  // the args JSON freed here, off the recording thread
-    drained_.notify_all();
+    w.drained.notify_all();
   }
 }
 
@@ -195,18 +219,19 @@ void ChromeJsonSink::metadata(const std::string& key, nlohmann::json value) {
 }
 
 void ChromeJsonSink::finish() {
-  if (finished_) return;
+  if (finished_ || forked()) return;
   hand_over();
   finished_ = true;
+  Writer& w = *writer_;
   {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    closing_ = true;
+    const std::lock_guard<std::mutex> lock(w.mutex);
+    w.closing = true;
   }
-  ready_.notify_one();
-  if (writer_.joinable()) writer_.join();
+  w.ready.notify_one();
+  w.thread.join();
   out_ << "\n],\"otherData\":" << metadata_.dump() << "}\n";
   out_.close();
-  if (!error_.empty()) throw std::runtime_error("trace file '" + path_ + "': " + error_);
+  if (!w.error.empty()) throw std::runtime_error("trace file '" + path_ + "': " + w.error);
 }
 
 }  // namespace neuronsim::traces

@@ -5,6 +5,7 @@
 #include <deque>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -48,10 +49,22 @@ class ChromeJsonSink final : public sim::TraceSink {
     double value = 0;
     nlohmann::json args;
   };
+  // The writer's state, held by pointer: a process forked while recording has no writer
+  // thread (and may have copied its mutex locked, its condition variables waited on); its copy
+  // of the sink records nothing and leaks this rather than join, lock or destroy any of it.
+  struct Writer {
+    std::thread thread;
+    std::mutex mutex;
+    std::condition_variable ready, drained;
+    std::deque<std::vector<Record>> queue;
+    bool closing = false;
+    std::string error;  // the first error (a record whose JSON cannot serialise)
+  };
   void event(const nlohmann::json& e);
+  bool forked();
   void push(Record&& r);
   void hand_over();
-  void writer_loop();
+  void writer_loop(Writer& w);
   void write(const std::vector<Record>& batch, std::string& buf);
   int pid_of(const std::string& process);
   std::ofstream out_;
@@ -61,12 +74,8 @@ class ChromeJsonSink final : public sim::TraceSink {
   std::deque<Track> tracks_;  // a deque: records point into it while it grows
   nlohmann::json metadata_ = nlohmann::json::object();
   std::vector<Record> batch_;
-  std::thread writer_;
-  std::mutex mutex_;
-  std::condition_variable ready_, drained_;
-  std::deque<std::vector<Record>> queue_;
-  bool closing_ = false;
-  std::string error_;  // the writer's first error (a record JSON cannot serialise)
+  std::unique_ptr<Writer> writer_;
+  unsigned fork_generation_ = 0;  // the process's fork count (as a child) at construction
 };
 
 /// Keeps every record (tests, summaries of live runs).

@@ -18,6 +18,10 @@ On a shared machine a single timed loop mostly measures the neighbours: each cas
 --repeats (default 5) timed loops per side, CPU and neuron alternating, and the ratio is that of
 the best (lowest) wall time of each side; the stage breakdown is the neuron side's best loop.
 The "cpu-time ratio" column is the same comparison in this process's CPU time.
+
+Last, two tables of the per-op cost of what watches the ops: the op-tracking observer (off and
+on) and a whole-program trace (neuronsim.tracing, recording every op, launch and instruction to a
+Chrome JSON file: without and with one recording, the recording's final write included).
 """
 
 import argparse
@@ -139,6 +143,48 @@ def main():
     if profile:
         print_breakdown(breakdown)
     observer_cost([("add 64x64", small_add, 2000), ("100 small ops", small_op_loop, 20)])
+    trace_cost([("add 64x64", small_add, 2000, 1), ("100 small ops", small_op_loop, 20, 100)])
+
+
+def trace_cost(cases):
+    """Host cost per op with a whole-program trace recording (neuronsim.tracing: every op,
+    launch, kernel and instruction written to a Chrome JSON file) and without: the same loops,
+    interleaved, best of five, in wall and process CPU time per op."""
+    import os
+    import tempfile
+
+    from neuronsim import tracing
+
+    print(
+        f"\n{'trace per op':<18}{'off us':>10}{'on us':>12}{'extra us':>10}{'cpu off':>10}"
+        f"{'cpu on':>10}{'cpu extra':>11}"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "trace.json")
+        for name, make, iters, ops in cases:
+            fn = make("neuron")
+            wall = {False: float("inf"), True: float("inf")}
+            cpu = {False: float("inf"), True: float("inf")}
+            for _ in range(5):
+                for on in (False, True):
+                    fn()  # warm up
+                    if on:
+                        tracing.start(path, module_ranges=False)
+                    c0, w0 = time.process_time(), time.perf_counter()
+                    for _ in range(iters):
+                        fn()
+                    torch.neuron.synchronize()
+                    if on:
+                        tracing.stop()  # included: the last batches are written here
+                    w = (time.perf_counter() - w0) / iters / ops
+                    c = (time.process_time() - c0) / iters / ops
+                    wall[on], cpu[on] = min(wall[on], w), min(cpu[on], c)
+            us = 1e6
+            print(
+                f"{name:<18}{wall[False] * us:>10.2f}{wall[True] * us:>12.2f}"
+                f"{(wall[True] - wall[False]) * us:>10.2f}{cpu[False] * us:>10.2f}"
+                f"{cpu[True] * us:>10.2f}{(cpu[True] - cpu[False]) * us:>11.2f}"
+            )
 
 
 def observer_cost(cases):

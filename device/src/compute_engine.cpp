@@ -200,7 +200,7 @@ void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
     args["cycles"] = cost.cycles;
     args["index"] = index;
     if (cost.flops > 0) args["flops"] = cost.flops;
-    trace_slice(track_, id_.display_name(), opcode_name(in.op), start, end, std::move(args));
+    trace_slice(track_, display_name_, opcode_name(in.op), start, end, std::move(args));
     // Sampled at the issue time (now): engines reach it in time order, so the shared counter
     // track stays monotonic; an end time would let a short instruction on another engine that
     // issues later land before it.

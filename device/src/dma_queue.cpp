@@ -50,7 +50,7 @@ void DmaQueue::run_instruction(const Instruction& in, size_t index) {
   hbm_bytes_->add(static_cast<uint64_t>(shape.hbm_bytes));
   busy_ps_->add((end - start).ps);
   if (ctx_.tracing()) {
-    trace_slice(track_, id_.display_name(), "dma_copy", start, end,
+    trace_slice(track_, display_name_, "dma_copy", start, end,
                 {{"src", in.src0.to_string()},
                  {"dst", in.dst.to_string()},
                  {"bytes", shape.bytes},

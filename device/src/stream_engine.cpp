@@ -15,7 +15,7 @@ void prefetch_instruction(const Instruction& in) {
 }  // namespace
 
 StreamEngine::StreamEngine(sc_core::sc_module_name name, CoreContext& ctx, StreamId id)
-    : sc_module(name), ctx_(ctx), id_(id) {
+    : sc_module(name), ctx_(ctx), id_(id), name_(id.name()), display_name_(id.display_name()) {
   SC_THREAD(thread);
 }
 
@@ -68,7 +68,7 @@ void StreamEngine::trace_slice(sim::TrackId& track, const std::string& row, std:
             1;
   }
   args["kernel"] = ctx_.program_name;
-  ctx_.sink->slice(track - 1, name, id_.name(), b, e, std::move(args));
+  ctx_.sink->slice(track - 1, name, name_, b, e, std::move(args));
 }
 
 void StreamEngine::thread() {

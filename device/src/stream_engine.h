@@ -54,6 +54,8 @@ class StreamEngine : public sc_core::sc_module {
 
   CoreContext& ctx_;
   StreamId id_;
+  // id_.name() and id_.display_name(), formatted once: a trace records them per instruction.
+  const std::string name_, display_name_;
   size_t pc_ = 0;
 
  private:

@@ -92,7 +92,7 @@ void TraceSession::op_end(Runtime& rt) {
       parent.has_kernel[c] = true;
     }
   }
-  nlohmann::json args = f.args;
+  nlohmann::json args = std::move(f.args);  // the last row takes them: no copy
   args["kernels_on_cores"] = kernels;
   sink_->slice(ops_track_, f.name, "op", f.host_begin, host_end, std::move(args));
 }

@@ -1,7 +1,12 @@
 // Traces: the Chrome JSON file, reading it back, summaries and their text, and the structure of a
 // real run's trace (HARDWARE.md 4.2: one row per engine and per DMA queue).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
 
 #include <algorithm>
 #include <cstdio>
@@ -204,6 +209,47 @@ TEST(Trace, ParseTraceAcceptsABareEventArray) {
   EXPECT_EQ(t.tracks.at(t.slices[0].track).name, "VectorE");
   EXPECT_EQ(t.slices[0].begin.ps, 1000001u);
   EXPECT_EQ(t.slices[0].end.ps, 1500001u);
+}
+
+// A process forked while a sink records (its writer thread stays in the parent): the child's
+// copy drops what it records and its finish() returns, instead of waiting on a writer that is
+// not there; the parent's file gets only the parent's records.
+TEST(Trace, ChromeJsonSinkInAForkedChildRecordsNothingAndDoesNotHang) {
+  const std::string path = temp_path("fork.json");
+  {
+    traces::ChromeJsonSink sink(path);
+    const sim::TrackId t = sink.add_track({"nc0", "row", TrackKind::kSlices, 0});
+    sink.slice(t, "parent before", "x", SimTime{0}, SimTime{1000}, json::object());
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      // More batches than the writer may hold queued: blocks forever without the fork check.
+      for (int i = 0; i < 100000; ++i)
+        sink.slice(t, "child", "x", SimTime{0}, SimTime{1000}, json::object());
+      sink.finish();
+      _exit(0);
+    }
+    int status = 0;
+    pid_t done = 0;
+    for (int ms = 0; ms < 30000 && done == 0; ms += 20) {
+      done = waitpid(child, &status, WNOHANG);
+      if (done == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    if (done == 0) {
+      kill(child, SIGKILL);
+      waitpid(child, &status, 0);
+    }
+    EXPECT_NE(done, 0) << "the forked child hung in the sink";
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+    sink.slice(t, "parent after", "x", SimTime{0}, SimTime{1000}, json::object());
+  }
+  const json doc = json::parse(read_file(path));
+  std::vector<std::string> names;
+  for (const json& e : doc["traceEvents"]) {
+    if (e["ph"] == "X") names.push_back(e["name"]);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"parent before", "parent after"}));
+  std::remove(path.c_str());
 }
 
 // ---- TraceFormatError ----

@@ -13,6 +13,7 @@
 #include "accelerator/context.h"
 #include "accelerator/generator.h"
 #include "aten/device_tensor.h"
+#include "aten/map_tensors.h"
 #include "aten/native_ops.h"
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
@@ -39,31 +40,6 @@ bool writes(const c10::FunctionSchema& schema, size_t i) {
   const auto& a = schema.arguments()[i];
   return (a.alias_info() && a.alias_info()->isWrite()) ||
          unannotated_write(schema.name(), a.name());
-}
-
-// The same IValue with every tensor replaced by fn(tensor).
-template <typename Fn>
-c10::IValue map_tensors(const c10::IValue& v, Fn&& fn) {
-  if (v.isTensor()) return fn(v.toTensor());
-  if (v.isTensorList()) {
-    c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(fn(t));
-    return out;
-  }
-  if (v.isList()) {
-    const auto& ref = v.toListRef();
-    if (std::none_of(ref.begin(), ref.end(), [](const c10::IValue& e) { return e.isTensor(); }))
-      return v;
-    c10::List<std::optional<at::Tensor>> out;
-    for (const auto& e : ref) {
-      if (e.isTensor())
-        out.push_back(fn(e.toTensor()));
-      else
-        out.push_back(std::nullopt);
-    }
-    return out;
-  }
-  return v;
 }
 
 // Bytes [first, end) of its storage a tensor's elements occupy.

@@ -2,10 +2,12 @@
 
 A launcher (torchrun) gives each process ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE`` and
 ``GROUP_RANK`` (its node). Unless ``NEURON_RT_VISIBLE_CORES`` or ``NEURON_RT_NUM_CORES`` says
-otherwise, the process sees one logical NeuronCore, its local rank's, as device ``neuron:0``
-(TorchNeuron's rule). A node with more ranks than the preset's instance has cores spans several
-simulated instances, linked by the network (EFA): local rank ``l`` runs on core
-``l % cores`` of the node's instance ``l // cores``.
+otherwise, the process sees its instance's logical NeuronCores and runs on its local rank's,
+``neuron:<LOCAL_RANK>``, which becomes the current device: ``torch.device("neuron")`` and the
+CUDA idiom ``set_device(LOCAL_RANK)`` (torchtitan, most torchrun scripts), before or after
+``init_process_group``, both name it. A node with more ranks than the preset's instance has cores
+spans several simulated instances, linked by the network (EFA): local rank ``l`` runs on core
+``l % cores`` of the node's instance ``l // cores`` (device ``neuron:<l % cores>``).
 """
 
 from __future__ import annotations
@@ -53,31 +55,24 @@ def this_rank(global_rank: int | None = None) -> RankPlacement:
     node = _int_env("GROUP_RANK", global_rank // max(local_world, 1))
     if not _C._is_initialized():
         cores = _C._instance_cores()
-        config = _C._config()
-        user_chose = (
-            config["visible_cores"]
-            or os.environ.get("NEURON_RT_VISIBLE_CORES")
-            or os.environ.get("NEURON_RT_NUM_CORES")
-        )
-        if not user_chose:
-            # The Neuron runtime's rule: the rank sees its local rank's core (modulo the
-            # instance when a node runs more ranks than one instance has cores).
-            _C._configure(
-                config["preset"],
-                config["overrides"],
-                [local_rank % cores],
-                config["launch_blocking"],
-                config["isa_mode"],
-            )
         _C._lazy_init()
     else:
         cores = _C._interconnect()["cores_per_instance"]
     config = _C._config()
+    user_chose = (
+        config["visible_cores"]
+        or os.environ.get("NEURON_RT_VISIBLE_CORES")
+        or os.environ.get("NEURON_RT_NUM_CORES")
+    )
     count = _C._device_count()
     if count == 1:
         device = 0
+    elif not user_chose:
+        # Every core of the instance visible (CUDA-style): the rank runs on its local rank's,
+        # modulo the instance when a node runs more ranks than one instance has cores.
+        device = local_rank % cores
     elif local_rank < count:
-        device = local_rank  # every core visible (CUDA-style): neuron:<local rank>
+        device = local_rank
     else:
         raise RuntimeError(
             f"neuron backend: rank {global_rank} (local rank {local_rank}) has no NeuronCore: "

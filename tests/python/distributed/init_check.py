@@ -1,6 +1,7 @@
 """The ways a program picks the neuron backend (run under torchrun by
 tests/python/test_distributed.py, also as two single-rank "nodes" on loopback): no backend with
-neuron as the accelerator, "neuron", "cpu:gloo,neuron:neuron", and init_device_mesh("neuron").
+neuron as the accelerator (then set_device(LOCAL_RANK), the CUDA idiom), "neuron",
+"cpu:gloo,neuron:neuron", and init_device_mesh("neuron").
 Prints "rank R on instance I core C: init ok (...)" per rank."""
 
 import os
@@ -28,6 +29,11 @@ def all_reduce_ok(device="neuron"):
 dist.init_process_group()  # the accelerator is neuron: c10d picks the neuron backend
 neuron_backend_in_use()
 all_reduce_ok()
+# The CUDA idiom after init_process_group (torchtitan, most torchrun scripts): the rank's core is
+# neuron:<LOCAL_RANK>, the device torch.device("neuron") named above.
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.neuron.set_device(local_rank)
+all_reduce_ok(torch.device("neuron", local_rank))
 dist.destroy_process_group()
 
 dist.init_process_group("cpu:gloo,neuron:neuron")

@@ -113,7 +113,15 @@ ddp_diffs = torch.cat(
     [(p.cpu() - cpu_params[n]).abs().flatten() for n, p in ddp.module.named_parameters()]
 )
 assert ddp_diffs.max() <= 5e-3 and ddp_diffs.mean() <= 1e-5, (ddp_diffs.max(), ddp_diffs.mean())
-say(f"rank {rank}: ddp ok, param diff max {ddp_diffs.max():.1e} mean {ddp_diffs.mean():.1e}")
+# DDP's logger times iterations with the neuron timer (simulated device time between events on
+# the current stream); without one it warns that only CPU and CUDA are timed and reports none.
+timing = ddp._get_ddp_logging_data()
+assert timing.get("avg_forward_compute_time", 0) > 0, timing
+assert timing.get("avg_backward_compute_time", 0) > 0, timing
+say(
+    f"rank {rank}: ddp ok, param diff max {ddp_diffs.max():.1e} mean {ddp_diffs.mean():.1e}, "
+    f"simulated forward {timing['avg_forward_compute_time'] / 1e3:.1f} us"
+)
 
 # Parameters created on the meta device and initialised on the neuron device's generator.
 torch.neuron.manual_seed(123)

@@ -2,6 +2,7 @@
 // kernel library's elementwise kernel; and the fills (fill, zero, arange).
 #include <ATen/ATen.h>
 
+#include <cmath>
 #include <initializer_list>
 #include <limits>
 #include <utility>
@@ -45,6 +46,7 @@ class Operands {
   }
   /// The element width in bits of the output (shifts clamp their amount to it, as the CPU does).
   int out_bits() const { return static_cast<int>(inv_.outputs.at(0).element_size()) * 8; }
+  at::ScalarType out_dtype() const { return inv_.outputs.at(0).scalar_type(); }
   std::vector<kernels::TensorDesc> inputs;
   bool integer_inputs = true;
 
@@ -117,6 +119,34 @@ Arg trunc_divide(kernels::Expr& e, Arg a, Arg b) {
   const Arg big =
       e.alu(AluOp::kIsGe, e.alu(AluOp::kAbsMax, q, Arg::constant(0)), Arg::constant(8388608.0f));
   return e.select(big, q, t);
+}
+
+// Round half to even: floor(x + 0.5), minus one on an exact tie that landed on an odd number;
+// values of 2^23 and beyond are integers already.
+Arg round_half_even(kernels::Expr& e, Arg x) {
+  const Arg t = e.alu(AluOp::kAdd, x, Arg::constant(0.5f));
+  const Arg frac = e.alu(AluOp::kMod, t, Arg::constant(1));
+  const Arg f = e.alu(AluOp::kSubtract, e.alu(AluOp::kSubtract, t, frac),
+                      e.alu(AluOp::kIsLt, frac, Arg::constant(0)));
+  const Arg tie =
+      e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsEqual, f, t),
+            e.alu(AluOp::kNotEqual, e.alu(AluOp::kMod, f, Arg::constant(2)), Arg::constant(0)));
+  const Arg r = e.alu(AluOp::kSubtract, f, tie);
+  const Arg big =
+      e.alu(AluOp::kIsGe, e.alu(AluOp::kAbsMax, x, Arg::constant(0)), Arg::constant(8388608.0f));
+  return e.select(big, x, r);
+}
+
+// The largest finite value of a floating output dtype (nan_to_num's default for +inf).
+float finite_max(at::ScalarType t) {
+  switch (t) {
+    case at::kBFloat16:
+      return static_cast<float>(std::numeric_limits<c10::BFloat16>::max());
+    case at::kHalf:
+      return static_cast<float>(std::numeric_limits<c10::Half>::max());
+    default:
+      return std::numeric_limits<float>::max();
+  }
 }
 
 // erfinv: Giles' single-precision approximation ("Approximating the erfinv function", GPU
@@ -258,22 +288,25 @@ NativeOpTable elementwise_ops() {
   reg(
       ops, "aten::round",
       [](Operands& o, kernels::Expr& e) {
-        // Half to even: floor(x + 0.5), minus one on an exact tie that landed on an odd number.
         const Arg x = o.get("self");
-        const Arg t = e.alu(AluOp::kAdd, x, Arg::constant(0.5f));
-        const Arg frac = e.alu(AluOp::kMod, t, Arg::constant(1));
-        const Arg f = e.alu(AluOp::kSubtract, e.alu(AluOp::kSubtract, t, frac),
-                            e.alu(AluOp::kIsLt, frac, Arg::constant(0)));
-        const Arg tie = e.alu(
-            AluOp::kLogicalAnd, e.alu(AluOp::kIsEqual, f, t),
-            e.alu(AluOp::kNotEqual, e.alu(AluOp::kMod, f, Arg::constant(2)), Arg::constant(0)));
-        const Arg r = e.alu(AluOp::kSubtract, f, tie);
-        const Arg big = e.alu(AluOp::kIsGe, e.alu(AluOp::kAbsMax, x, Arg::constant(0)),
-                              Arg::constant(8388608.0f));
-        return e.select(big, x, r);
+        if (!o.has("decimals") || o.num("decimals", 0) == 0) return round_half_even(e, x);
+        // The CPU's round(x, decimals): x * 10^d rounded, / 10^d (for d < 0: x / 10^-d rounded,
+        // * 10^-d), the power computed in float as the CPU's kernel does.
+        const float d = o.num("decimals", 0);
+        const float ten_pow = std::pow(10.0f, std::abs(d));
+        if (d < 0) {
+          return e.alu(AluOp::kMultiply,
+                       round_half_even(e, e.alu(AluOp::kDivide, x, Arg::constant(ten_pow))),
+                       Arg::constant(ten_pow));
+        }
+        return e.alu(AluOp::kDivide,
+                     round_half_even(e, e.alu(AluOp::kMultiply, x, Arg::constant(ten_pow))),
+                     Arg::constant(ten_pow));
       },
       [](const OpInvocation& inv) {
-        return !inv.has_arg("decimals") || inv.scalar("decimals", 0) == 0;
+        // Integer inputs with decimals keep the CPU's error (round is not defined for them).
+        return !inv.has_arg("decimals") || inv.scalar("decimals", 0) == 0 ||
+               c10::isFloatingType(inv.arg("self").toTensor().scalar_type());
       });
   reg(ops, "aten::bitwise_not", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kBitwiseXor, o.get("self"), Arg::constant(-1));
@@ -489,6 +522,117 @@ NativeOpTable elementwise_ops() {
                              e.alu(AluOp::kIsLt, x, o.get("max_val")));
     return e.select(inside, o.get("grad_output"), Arg::constant(0));
   });
+  // Activations of mobile CNNs and their gradients, with the CPU's formulas and boundaries.
+  reg(ops, "aten::hardsigmoid", [](Operands& o, kernels::Expr& e) {
+    // min(max(x + 3, 0), 6) / 6
+    const Arg r = e.alu(
+        AluOp::kMin,
+        e.alu(AluOp::kMax, e.alu(AluOp::kAdd, o.get("self"), Arg::constant(3)), Arg::constant(0)),
+        Arg::constant(6));
+    return e.alu(AluOp::kDivide, r, Arg::constant(6));
+  });
+  reg(ops, "aten::hardsigmoid_backward", [](Operands& o, kernels::Expr& e) {
+    // g / 6 strictly inside (-3, 3), else 0.
+    const Arg x = o.get("self");
+    const Arg inside = e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsGt, x, Arg::constant(-3)),
+                             e.alu(AluOp::kIsLt, x, Arg::constant(3)));
+    return e.select(inside, e.alu(AluOp::kDivide, o.get("grad_output"), Arg::constant(6)),
+                    Arg::constant(0));
+  });
+  reg(ops, "aten::hardswish", [](Operands& o, kernels::Expr& e) {
+    // x * min(max(x + 3, 0), 6) / 6
+    const Arg x = o.get("self");
+    const Arg r = e.alu(
+        AluOp::kMin, e.alu(AluOp::kMax, e.alu(AluOp::kAdd, x, Arg::constant(3)), Arg::constant(0)),
+        Arg::constant(6));
+    return e.alu(AluOp::kDivide, e.alu(AluOp::kMultiply, x, r), Arg::constant(6));
+  });
+  reg(ops, "aten::hardswish_backward", [](Operands& o, kernels::Expr& e) {
+    // 0 up to -3 inclusive, g (x / 3 + 0.5) below 3, g from 3 on (the CPU kernel's bounds).
+    const Arg g = o.get("grad_output"), x = o.get("self");
+    const Arg mid =
+        e.alu(AluOp::kMultiply, g,
+              e.alu(AluOp::kAdd, e.alu(AluOp::kDivide, x, Arg::constant(3)), Arg::constant(0.5f)));
+    const Arg upper = e.select(e.alu(AluOp::kIsLt, x, Arg::constant(3)), mid, g);
+    return e.select(e.alu(AluOp::kIsLe, x, Arg::constant(-3)), Arg::constant(0), upper);
+  });
+  reg(ops, "aten::elu", [](Operands& o, kernels::Expr& e) {
+    // x <= 0: (exp(x * input_scale) - 1) * alpha * scale; else x * scale (selu and celu are elu).
+    const Arg x = o.get("self");
+    const float alpha = o.num("alpha", 1.0), scale = o.num("scale", 1.0);
+    const float input_scale = o.num("input_scale", 1.0);
+    const Arg neg =
+        e.alu(AluOp::kMultiply,
+              e.alu(AluOp::kSubtract, e.act(ActFunc::kExp, x, input_scale), Arg::constant(1)),
+              Arg::constant(alpha * scale));
+    return e.select(e.alu(AluOp::kIsLe, x, Arg::constant(0)), neg,
+                    e.alu(AluOp::kMultiply, x, Arg::constant(scale)));
+  });
+  reg(ops, "aten::elu_backward", [](Operands& o, kernels::Expr& e) {
+    // From the input: g * input_scale * alpha * scale * exp(x * input_scale) where x <= 0; from
+    // the result y: g * input_scale * (y + alpha * scale) where y <= 0; g * scale elsewhere.
+    const Arg g = o.get("grad_output"), v = o.get("self_or_result");
+    const float alpha = o.num("alpha", 1.0), scale = o.num("scale", 1.0);
+    const float input_scale = o.num("input_scale", 1.0);
+    const bool is_result = o.num("is_result", 0) != 0;
+    const Arg neg =
+        is_result ? e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, g, Arg::constant(input_scale)),
+                          e.alu(AluOp::kAdd, v, Arg::constant(alpha * scale)))
+                  : e.alu(AluOp::kMultiply,
+                          e.alu(AluOp::kMultiply, g, Arg::constant(input_scale * alpha * scale)),
+                          e.act(ActFunc::kExp, v, input_scale));
+    return e.select(e.alu(AluOp::kIsLe, v, Arg::constant(0)), neg,
+                    e.alu(AluOp::kMultiply, g, Arg::constant(scale)));
+  });
+  reg(ops, "aten::hardshrink", [](Operands& o, kernels::Expr& e) {
+    const Arg x = o.get("self");
+    const float l = o.num("lambd", 0.5);
+    const Arg inside = e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsGe, x, Arg::constant(-l)),
+                             e.alu(AluOp::kIsLe, x, Arg::constant(l)));
+    return e.select(inside, Arg::constant(0), x);
+  });
+  reg(ops, "aten::softshrink", [](Operands& o, kernels::Expr& e) {
+    // x - l above l, x + l below -l, 0 between.
+    const Arg x = o.get("self");
+    const float l = o.num("lambd", 0.5);
+    const Arg below = e.select(e.alu(AluOp::kIsLt, x, Arg::constant(-l)),
+                               e.alu(AluOp::kAdd, x, Arg::constant(l)), Arg::constant(0));
+    return e.select(e.alu(AluOp::kIsGt, x, Arg::constant(l)),
+                    e.alu(AluOp::kSubtract, x, Arg::constant(l)), below);
+  });
+  for (const char* n : {"aten::hardshrink_backward", "aten::softshrink_backward"}) {
+    const std::string grad =
+        std::string(n) == "aten::hardshrink_backward" ? "grad_out" : "grad_output";
+    reg(ops, n, [grad](Operands& o, kernels::Expr& e) {
+      const Arg x = o.get("self");
+      const float l = o.num("lambd", 0.5);
+      const Arg inside = e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsGe, x, Arg::constant(-l)),
+                               e.alu(AluOp::kIsLe, x, Arg::constant(l)));
+      return e.select(inside, Arg::constant(0), o.get(grad));
+    });
+  }
+  reg(ops, "aten::log10", [](Operands& o, kernels::Expr& e) {
+    return e.alu(AluOp::kMultiply, e.act(ActFunc::kLog, o.get("self")),
+                 Arg::constant(0.4342944819032518f));
+  });
+  reg(
+      ops, "aten::nan_to_num",
+      [](Operands& o, kernels::Expr& e) {
+        // NaN -> nan (0), +inf -> posinf, -inf -> neginf (the dtype's finite extremes).
+        const Arg x = o.get("self");
+        const float big = finite_max(o.out_dtype());
+        const Arg nan = Arg::constant(o.has("nan") ? o.num("nan", 0) : 0.0f);
+        const Arg pos = Arg::constant(o.has("posinf") ? o.num("posinf", 0) : big);
+        const Arg neg = Arg::constant(o.has("neginf") ? o.num("neginf", 0) : -big);
+        const float inf = std::numeric_limits<float>::infinity();
+        const Arg r = e.select(e.alu(AluOp::kIsEqual, x, Arg::constant(inf)), pos,
+                               e.select(e.alu(AluOp::kIsEqual, x, Arg::constant(-inf)), neg, x));
+        return e.select(e.alu(AluOp::kNotEqual, x, x), nan, r);
+      },
+      [](const OpInvocation& inv) {
+        // Integers have no NaN or infinity: the CPU copies them.
+        return c10::isFloatingType(inv.arg("self").toTensor().scalar_type());
+      });
   reg(ops, "aten::native_dropout_backward", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, o.get("grad_output"), o.get("mask")),
                  o.get("scale"));

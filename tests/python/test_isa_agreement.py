@@ -51,6 +51,7 @@ Y = torch.randn(37, 300)
 W = torch.randn(300, 70)
 LW = torch.randn(300)
 LB = torch.randn(300)
+XB = torch.tensor([-3.0, 3.0, -0.5, 0.5, -2.999, 2.999, 0.0])  # activation boundaries
 IDX = torch.tensor([3, 1, 3, 0])
 B1 = torch.randn(3, 20, 130)
 B2 = torch.randn(3, 130, 40)
@@ -424,6 +425,76 @@ CASES = {
         lambda a: torch.autograd.grad(F.softplus(a.requires_grad_() * 8, beta=2).sum(), a)[0],
         (X,),
         FP32,
+    ),
+    # Mobile-CNN activations and their gradients; X * 4 crosses every bound, and XB holds the
+    # bounds themselves (+-3, +-lambd), where the CPU's < and <= decide.
+    "hardswish_hardsigmoid": (
+        lambda a, b: torch.cat(
+            [
+                (F.hardswish(a * 4) + F.hardsigmoid(a * 4) * 3).flatten(),
+                F.hardswish(b),
+                F.hardsigmoid(b),
+            ]
+        ),
+        (X, XB),
+        FP32,
+    ),
+    "hardswish_hardsigmoid_backward": (
+        lambda a, b: torch.cat(
+            [
+                g.flatten()
+                for g in torch.autograd.grad(
+                    (F.hardswish(a.requires_grad_() * 4) * F.hardsigmoid(a * 3)).sum()
+                    + (F.hardswish(b.requires_grad_()) + F.hardsigmoid(b)).sum(),
+                    (a, b),
+                )
+            ]
+        ),
+        (X, XB),
+        FP32,
+    ),
+    "elu_selu_celu": (lambda a: F.elu(a * 3, 0.7) + F.selu(a) + F.celu(a, 1.3), (X,), FP32),
+    "elu_backward": (
+        lambda a: torch.autograd.grad((F.elu(a.requires_grad_() * 3, 0.7) ** 2).sum(), a)[0]
+        + torch.autograd.grad(F.elu(a * 2, inplace=False).sum(), a)[0],
+        (X,),
+        FP32,
+    ),
+    "shrinks": (
+        lambda a, b: torch.cat(
+            [
+                (F.hardshrink(a, 0.5) + F.softshrink(a * 2, 0.5)).flatten(),
+                F.hardshrink(b, 0.5),
+                F.softshrink(b, 0.5),
+            ]
+        ),
+        (X, XB),
+        FP32,
+    ),
+    "shrinks_backward": (
+        lambda a: torch.autograd.grad(
+            (F.hardshrink(a.requires_grad_(), 0.5) * F.softshrink(a * 2, 0.5)).sum(), a
+        )[0],
+        (X,),
+        FP32,
+    ),
+    "log10_round_decimals": (
+        lambda a: torch.log10(a.abs() + 0.01)
+        + torch.round(a * 7, decimals=2)
+        + torch.round(a * 700, decimals=-1),
+        (X,),
+        FP32,
+    ),
+    "nan_to_num": (
+        # NaN (0 / 0), +-inf (1e38 * 1e38 where a > 0) and finite values, all exact on both paths.
+        lambda a: torch.cat(
+            [
+                torch.nan_to_num(v) + torch.nan_to_num(v, 1.5, 7.0, -8.0)
+                for v in ((a - a) / (a - a), (a > 0) * 1e38 * 1e38 + a, a - (a > 0) * 1e38 * 1e38)
+            ]
+        ),
+        (X,),
+        EXACT,
     ),
     "unfold_backward": (
         lambda a: torch.autograd.grad(a.requires_grad_().unfold(1, 7, 3).square().sum(), a)[0],

@@ -633,6 +633,22 @@ NativeOpTable elementwise_ops() {
         // Integers have no NaN or infinity: the CPU copies them.
         return c10::isFloatingType(inv.arg("self").toTensor().scalar_type());
       });
+  // log_sigmoid_forward's two results in one pass, as the CPU kernel computes them:
+  // buffer = exp(-|x|), output = min(x, 0) - log1p(buffer) (its backward reads the buffer).
+  ops.push_back({"aten::log_sigmoid_forward", [](const OpInvocation& inv) {
+                   const at::Tensor self = inv.arg("self").toTensor();
+                   kernels::Expr e;
+                   const Arg x = Arg::input(0);
+                   const Arg z =
+                       e.act(ActFunc::kExp, e.alu(AluOp::kAbsMax, x, Arg::constant(0)), -1.0f);
+                   const Arg out = e.alu(AluOp::kSubtract, e.alu(AluOp::kMin, x, Arg::constant(0)),
+                                         e.act(ActFunc::kLog, z, 1.0f, 1.0f));
+                   return std::vector<device::Program>{
+                       kernels::build_elementwise(inv.name, {inv.describe(self)},
+                                                  {{inv.describe(inv.outputs.at(0)), out.index},
+                                                   {inv.describe(inv.outputs.at(1)), z.index}},
+                                                  e, inv.core())};
+                 }});
   reg(ops, "aten::native_dropout_backward", [](Operands& o, kernels::Expr& e) {
     return e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, o.get("grad_output"), o.get("mask")),
                  o.get("scale"));

@@ -496,6 +496,11 @@ CASES = {
         (X,),
         EXACT,
     ),
+    "log_sigmoid_forward": (
+        lambda a: torch.ops.aten.log_sigmoid_forward(a * 10),  # the output and its buffer
+        (X,),
+        FP32,
+    ),
     "unfold_backward": (
         lambda a: torch.autograd.grad(a.requires_grad_().unfold(1, 7, 3).square().sum(), a)[0],
         (X,),

@@ -124,6 +124,12 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
         c.rb = static_cast<uint32_t>(rb);
         c.resident_slots = static_cast<uint32_t>(r);
         c.streamed_slots = static_cast<uint32_t>(d);
+        // Room for two groups' chunks: the next group's loads need not wait for this group's
+        // matmuls to free a slot (and then pay a DMA launch latency).
+        const uint64_t two = 2ull * p.chunks;
+        if (d < two && r * chunk_x + two * chunk_y <= budget) {
+          c.streamed_slots = static_cast<uint32_t>(two);
+        }
         break;
       }
     }

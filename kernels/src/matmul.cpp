@@ -28,10 +28,13 @@ int64_t ceil_div(int64_t a, int64_t b) {
 // DMA queues by role. Stores and the bias have their own queues so no load waits behind them.
 // K-major loads are issued in the order TensorE first reads them: the first group's pieces take
 // turns on kPieceQueues (enough queues that one's descriptor processing hides behind the others'
-// data), every later load alternates on kChunkQueues (two in flight: under the DMA's fair
-// bandwidth sharing, more would land together instead of in the order needed).
+// data), every later load takes turns on the first two or three kChunkQueues (see
+// chunk_queues(): under the DMA's fair bandwidth sharing, loads in flight together land
+// together instead of in the order needed).
 constexpr uint8_t kPieceQueues[] = {0, 1, 2, 3};
-constexpr uint8_t kChunkQueues[] = {0, 1};
+constexpr uint8_t kChunkQueues[] = {0, 1, 2};
+// Kernels the plan estimates longer than this take turns on three chunk queues, others on two.
+constexpr double kLongKernelS = 50e-6;
 constexpr uint8_t kStoreQueues[] = {4, 5, 6, 7, 9, 10, 11, 12};
 constexpr uint8_t kBiasQueue = 8;
 // Natural operands' loads (row stripes, transposed on TensorE) take turns on kLoadQueues: the
@@ -316,8 +319,8 @@ class MatmulEmitter {
           ap->dims[ap->ndims - 1].size = cw;
         }
       }
-      const uint8_t q = pc.first ? kPieceQueues[piece_count_++ % std::size(kPieceQueues)]
-                                 : kChunkQueues[chunk_count_++ % std::size(kChunkQueues)];
+      const uint8_t q = pc.first && pc.out ? kPieceQueues[piece_count_++ % std::size(kPieceQueues)]
+                                           : kChunkQueues[chunk_count_++ % chunk_queues()];
       b_.wait(kDma(q), pc.release);
       for (const auto& [dst, src] : pc.dma) b_.emit(kDma(q), isa::dma_copy(dst, src));
       const Token t = b_.mark(kDma(q));
@@ -332,6 +335,11 @@ class MatmulEmitter {
     }
     pieces_.clear();
   }
+  // Chunk loads in flight: two keep a short kernel's loads landing in the order they are needed
+  // (fair bandwidth sharing lands concurrent ones together); a long kernel streams, and a third
+  // queue hides more descriptor processing behind the others' data.
+  uint32_t chunk_queues() const { return p_.estimate_s > kLongKernelS ? 3 : 2; }
+
   // Loads (and transposes) the chunks step j reads. False when a slot is not free yet.
   bool prepare(int j) {
     for (int side = 0; side < 2; ++side) {
@@ -347,7 +355,7 @@ class MatmulEmitter {
       kt_ready_[side][*v].clear();
       load_chunk(o, side, side == 0 ? g.a_base : g.b_base, side == 0 ? g.mg : g.ng, step_chunk_[j],
                  cache.slot(*v), o.slots_off + *v * o.chunk_bytes, release,
-                 piece_group(step_group_[j]) ? &kt_ready_[side][*v] : nullptr, j);
+                 piece_step(j) ? &kt_ready_[side][*v] : nullptr, j);
     }
     prepared_ = j;
     return true;
@@ -557,10 +565,17 @@ class MatmulEmitter {
                           t.nw);
   }
 
-  // Groups whose chunks load in pieces: the first (start-up) and the kernel's last (its last
-  // steps finish tile by tile).
-  bool piece_group(int gi) const {
-    return !swapped_ && (gi == 0 || gi + 1 == static_cast<int>(groups_.size()));
+  // Steps whose chunks load in pieces: the first group's (start-up) and the kernel's last steps,
+  // which finish tile by tile.
+  bool piece_step(int j) const {
+    if (swapped_) return false;
+    const int gi = step_group_[j];
+    const Group& g = groups_[gi];
+    if (gi + 1 == static_cast<int>(groups_.size()) &&
+        j >= g.first_step + g.steps - tail_steps(gi)) {
+      return true;
+    }
+    return gi == 0;
   }
 
   // When TensorE first reads piece `idx` (columns of one stationary tile for A, of one

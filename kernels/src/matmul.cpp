@@ -186,6 +186,7 @@ class MatmulEmitter {
     s.tmp = s.bias && !bias_column_ && (spec_.epilogue != ActFunc::kCopy || spec_.alpha != 1.0f);
     s.transposed_out = swapped_;
     tmp_ = s.tmp;
+    ordered_ = !A_.natural && !B_.natural;
     double_row_ = is_fp8(A_.dt) && is_fp8(B_.dt) && core_.tensor.fp8_double_row_cost_factor > 0;
     p_ = plan_matmul(s, core_);
     A_.gw = p_.gw_a;
@@ -319,8 +320,10 @@ class MatmulEmitter {
           ap->dims[ap->ndims - 1].size = cw;
         }
       }
-      const uint8_t q = pc.first && pc.out ? kPieceQueues[piece_count_++ % std::size(kPieceQueues)]
-                                           : kChunkQueues[chunk_count_++ % chunk_queues()];
+      const uint8_t q = !ordered_ ? load_queue()
+                        : pc.first && pc.out
+                            ? kPieceQueues[piece_count_++ % std::size(kPieceQueues)]
+                            : kChunkQueues[chunk_count_++ % chunk_queues()];
       b_.wait(kDma(q), pc.release);
       for (const auto& [dst, src] : pc.dma) b_.emit(kDma(q), isa::dma_copy(dst, src));
       const Token t = b_.mark(kDma(q));
@@ -357,6 +360,9 @@ class MatmulEmitter {
                  cache.slot(*v), o.slots_off + *v * o.chunk_bytes, release,
                  piece_step(j) ? &kt_ready_[side][*v] : nullptr, j);
     }
+    // With a natural operand, whose loads and transposes are emitted here, the K-major loads
+    // are issued here too, in step order.
+    if (!ordered_) issue_pieces();
     prepared_ = j;
     return true;
   }
@@ -369,13 +375,13 @@ class MatmulEmitter {
     const int64_t kt0 = int64_t{chunk} * p_.ck;
     const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - kt0);
     const int64_t k0 = kt0 * P, klen = std::min<int64_t>(nkt * P, K_ - k0);
-    if (!o.natural && pieces) {
+    if (!o.natural && pieces && (ordered_ || nkt > 1)) {
       // The first and last groups' chunks load in pieces of one k-tile and one tile's columns
       // (A: a stationary tile, B: a load_piece()-wide moving piece), each marked ready on its
       // own, issued in the order TensorE first reads them (need_rank): TensorE starts once its
       // first stationary and moving pieces are in, not whole chunks (kernel start-up), and the
       // last steps, which finish tile by tile, start before their last chunk is in.
-      const int64_t w = side == 0 ? o.tile : load_piece();
+      const int64_t w = !ordered_ ? jw : side == 0 ? o.tile : load_piece();
       for (int64_t kt = 0; kt < nkt; ++kt) {
         const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, klen - kt * P));
         for (int64_t c = 0; c < jw; c += w) {
@@ -570,6 +576,7 @@ class MatmulEmitter {
   bool piece_step(int j) const {
     if (swapped_) return false;
     const int gi = step_group_[j];
+    if (!ordered_) return gi == 0;
     const Group& g = groups_[gi];
     if (gi + 1 == static_cast<int>(groups_.size()) &&
         j >= g.first_step + g.steps - tail_steps(gi)) {
@@ -602,14 +609,18 @@ class MatmulEmitter {
   // Width of the moving pieces the first group loads B in and runs its first k-tile in.
   uint32_t load_piece() const { return std::max(kLoadPiece, core_.tensor.mm_min_ii_cycles); }
   // Width of the pieces the kernel's last group finishes in: the narrowest full-rate matmul.
-  uint32_t tail_piece() const { return core_.tensor.mm_min_ii_cycles; }
+  uint32_t tail_piece() const {
+    return ordered_ ? core_.tensor.mm_min_ii_cycles : std::max(128u, core_.tensor.mm_min_ii_cycles);
+  }
 
   // How many final steps of group gi finish tile by tile: for the kernel's last group enough
   // k-tiles that a piece's matmuls take as long as its store (so stores keep up with TensorE
   // and little output is left after its last matmul), at most what the chunk slots hold.
   int tail_steps(size_t gi) const {
     const Group& g = groups_[gi];
-    if (gi + 1 != groups_.size() || swapped_ || g.steps <= 1) return std::min(g.steps, 1);
+    if (gi + 1 != groups_.size() || swapped_ || !ordered_ || g.steps <= 1) {
+      return std::min(g.steps, 1);
+    }
     const double f = A_.es == 4 || B_.es == 4 ? core_.tensor.fp32_cost_factor : 1.0;
     const double mm_s = std::max<double>(core_.tensor.mm_min_ii_cycles, tail_piece()) * f /
                         core_.tensor.frequency_hz;
@@ -699,7 +710,9 @@ class MatmulEmitter {
     // The kernel's first k-tile runs in moving pieces as they arrive (same TensorE cycles:
     // each piece is a full-rate matmul).
     auto mm = [&](const KStep& ks, const TileGeom& t) {
-      if (gi != 0 || steps[ks.step].kt0 + ks.kt != 0 || t.nw <= load_piece()) return mm1(ks, t);
+      if (!ordered_ || gi != 0 || steps[ks.step].kt0 + ks.kt != 0 || t.nw <= load_piece()) {
+        return mm1(ks, t);
+      }
       for (uint32_t c = 0; c < t.nw; c += load_piece()) {
         TileGeom q = t;
         q.c0 = t.c0 + c;
@@ -982,6 +995,9 @@ class MatmulEmitter {
   bool swapped_ = false;      // computing C^T (weight-stationary); outputs transposed back
   bool bias_column_ = false;  // the bias is one value per output partition
   bool tmp_ = false;
+  // Both operands K-major: all loads are issued in need order after a step's prepare loop
+  // (issue_pieces); with a natural operand they are issued as before, chunk by chunk.
+  bool ordered_ = false;
   bool double_row_ = false;  // FP8 x FP8 matmuls contract two k-tiles each (ARCH-v3)
   struct PendingTile {
     TileGeom t;

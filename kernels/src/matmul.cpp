@@ -42,10 +42,9 @@ constexpr uint8_t kBiasQueue = 8;
 // whose launch latency they pay while these arrive).
 constexpr uint8_t kLoadQueues[] = {0, 1, 2, 3};
 constexpr uint32_t kFirstLoads = 6;
-// Piece loads of one k-tile that TensorE reads in a row merge into one DMA of at most
-// kPieceMerge pieces (fewer descriptors); the first kSoloPieces (the first stationary tile and
-// moving piece) go alone, so the first matmul waits for as few bytes as possible.
-constexpr size_t kPieceMerge = 4;
+// Piece loads of one k-tile that TensorE reads in a row merge into one DMA (see piece_merge());
+// the first kSoloPieces (the first stationary tile and moving piece) go alone, so the first
+// matmul waits for as few bytes as possible.
 constexpr size_t kSoloPieces = 2;
 // Width of the moving pieces the first group loads B in and runs its first k-tile in.
 constexpr uint32_t kLoadPiece = 128;
@@ -305,7 +304,7 @@ class MatmulEmitter {
                      [](const Piece& x, const Piece& y) { return x.rank < y.rank; });
     for (size_t i = 0; i < pieces_.size();) {
       size_t j = i + 1;
-      const size_t c = issued_pieces_ < kSoloPieces ? 1 : kPieceMerge;
+      const size_t c = issued_pieces_ < kSoloPieces ? 1 : piece_merge();
       while (pieces_[i].out && j < pieces_.size() && j - i < c &&
              pieces_[j].out == pieces_[i].out && pieces_[j].ready.kt == pieces_[i].ready.kt &&
              pieces_[j].ready.j0 == pieces_[j - 1].ready.j1 &&
@@ -338,6 +337,23 @@ class MatmulEmitter {
     }
     pieces_.clear();
   }
+  // Pieces per merged DMA: as many as TensorE reads in about one descriptor processing time
+  // (128 rows over 16 engines: 8 packets each), so fewer DMAs pay it where pieces are read
+  // quickly (bf16: 4 moving pieces) and pieces land one by one where each keeps TensorE busy
+  // for longer (fp32: 1).
+  size_t piece_merge() const {
+    const auto& dma = core_.dma;
+    const uint32_t rows = core_.tensor.rows;
+    const int64_t engines =
+        std::min<int64_t>(dma.engines, ceil_div(rows, std::max(1u, dma.partitions_per_engine)));
+    const double desc_s = static_cast<double>(ceil_div(rows, std::max<int64_t>(1, engines))) *
+                          dma.descriptor_overhead_ns * 1e-9;
+    const double f = A_.es == 4 || B_.es == 4 ? core_.tensor.fp32_cost_factor : 1.0;
+    const double mm_s =
+        std::max(core_.tensor.mm_min_ii_cycles, load_piece()) * f / core_.tensor.frequency_hz;
+    return std::max<size_t>(1, static_cast<size_t>(desc_s / mm_s));
+  }
+
   // Chunk loads in flight: two keep a short kernel's loads landing in the order they are needed
   // (fair bandwidth sharing lands concurrent ones together); a long kernel streams, and a third
   // queue hides more descriptor processing behind the others' data.

@@ -624,9 +624,13 @@ class MatmulEmitter {
 
   // Width of the moving pieces the first group loads B in and runs its first k-tile in.
   uint32_t load_piece() const { return std::max(kLoadPiece, core_.tensor.mm_min_ii_cycles); }
-  // Width of the pieces the kernel's last group finishes in: the narrowest full-rate matmul.
+  // Width of the pieces the kernel's last group finishes in: the narrowest full-rate matmul
+  // when the eviction is one copy, else 128 columns (a bias or activation adds instructions per
+  // piece on VectorE and ScalarE, which narrower pieces would multiply).
   uint32_t tail_piece() const {
-    return ordered_ ? core_.tensor.mm_min_ii_cycles : std::max(128u, core_.tensor.mm_min_ii_cycles);
+    const bool plain = !bias_ && spec_.epilogue == ActFunc::kCopy;
+    return ordered_ && plain ? core_.tensor.mm_min_ii_cycles
+                             : std::max(128u, core_.tensor.mm_min_ii_cycles);
   }
 
   // How many final steps of group gi finish tile by tile: for the kernel's last group enough

@@ -1,6 +1,7 @@
 #include "neuronsim/kernels/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -24,18 +25,31 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// DMA queues by role. Loads of both operands take turns on four queues in the order TensorE
-// needs them: enough queues to overlap one another's launch latency, few enough that the first
-// chunks do not share the bandwidth with many later ones. Stores and the bias have their own
-// queues so no load waits behind them.
-constexpr uint8_t kLoadQueues[] = {0, 1, 2, 3};
+// DMA queues by role. Stores and the bias have their own queues so no load waits behind them.
+// K-major loads are issued in the order TensorE first reads them: the first group's pieces take
+// turns on kPieceQueues (enough queues that one's descriptor processing hides behind the others'
+// data), every later load takes turns on the first two or three kChunkQueues (see
+// chunk_queues(): under the DMA's fair bandwidth sharing, loads in flight together land
+// together instead of in the order needed).
+constexpr uint8_t kPieceQueues[] = {0, 1, 2, 3};
+constexpr uint8_t kChunkQueues[] = {0, 1, 2};
+// Kernels the plan estimates longer than this take turns on three chunk queues, others on two.
+constexpr double kLongKernelS = 50e-6;
 constexpr uint8_t kStoreQueues[] = {4, 5, 6, 7, 9, 10, 11, 12};
 constexpr uint8_t kBiasQueue = 8;
-// Loads that take turns on the first two queues before the others start (gated on the first
-// two, whose launch latency the others then pay while these arrive).
+// Natural operands' loads (row stripes, transposed on TensorE) take turns on kLoadQueues: the
+// first kFirstLoads on the first two, then all four (the others gated on the first two loads,
+// whose launch latency they pay while these arrive).
+constexpr uint8_t kLoadQueues[] = {0, 1, 2, 3};
 constexpr uint32_t kFirstLoads = 6;
-// Width of the column pieces the kernel's last output tile is finished in.
-constexpr uint32_t kTailPiece = 128;
+// Piece loads of one k-tile that TensorE reads in a row merge into one DMA (see piece_merge());
+// the first kSoloPieces (the first stationary tile and moving piece) go alone, so the first
+// matmul waits for as few bytes as possible.
+constexpr size_t kSoloPieces = 2;
+// Width of the moving pieces the first group loads B in and runs its first k-tile in.
+constexpr uint32_t kLoadPiece = 128;
+// How many matmul slots a tile's later contractions trail its first in the kernel's last steps.
+constexpr size_t kTailSkew = 2;
 
 // One operand of C = A @ B seen as K x J (J = M for A, N for B): element (k, j) of a batch slice
 // sits at base + k * ks + j * js.
@@ -141,6 +155,22 @@ class MatmulEmitter {
   }
 
  private:
+  // A first-group load: k-tile kt (of its chunk), slot columns [j0, j1).
+  struct Ready {
+    int64_t kt = 0, j0 = 0, j1 = 0;
+    Token token;
+  };
+  struct Piece {
+    int64_t rank = 0;       // issued in rank order: the order TensorE first reads them
+    int64_t rank_next = 0;  // pieces merge only when TensorE reads them in the same phase
+    bool first = false;     // a piece of the first group
+    Ready ready;
+    Token release;
+    ChunkCache::Slot* slot = nullptr;
+    std::vector<Ready>* out = nullptr;  // null for a whole chunk (no per-piece readiness)
+    std::vector<std::pair<AccessPattern, AccessPattern>> dma;  // (dst, src)
+  };
+
   void plan() {
     MatmulShape s;
     s.k = K_;
@@ -155,6 +185,7 @@ class MatmulEmitter {
     s.tmp = s.bias && !bias_column_ && (spec_.epilogue != ActFunc::kCopy || spec_.alpha != 1.0f);
     s.transposed_out = swapped_;
     tmp_ = s.tmp;
+    ordered_ = !A_.natural && !B_.natural;
     double_row_ = is_fp8(A_.dt) && is_fp8(B_.dt) && core_.tensor.fp8_double_row_cost_factor > 0;
     p_ = plan_matmul(s, core_);
     A_.gw = p_.gw_a;
@@ -246,19 +277,87 @@ class MatmulEmitter {
   void emit() {
     for (size_t gi = 0; gi < groups_.size(); ++gi) {
       const Group& g = groups_[gi];
-      for (int i = g.first_step; i < g.first_step + g.steps; ++i) {
+      const int end = g.first_step + g.steps;
+      const int tail = tail_steps(gi);
+      for (int i = g.first_step; i < end;) {
+        // The group's last `tail` steps are emitted together, tile by tile.
+        const int i1 = i >= end - tail ? end - 1 : i;
         // Chunks are prepared p_.lookahead steps ahead: TensorE transposes of natural operands
         // sit that far ahead of the matmuls that read them in TensorE's stream.
         const int ahead = static_cast<int>(p_.lookahead);
-        for (int j = i; j < std::min<int>(i + 1 + ahead, static_cast<int>(keys_a_.size())); ++j) {
+        for (int j = i; j < std::min<int>(i1 + 1 + ahead, static_cast<int>(keys_a_.size())); ++j) {
           if (j > prepared_ && !prepare(j)) break;
         }
-        if (prepared_ < i) throw std::logic_error("matmul: a chunk found no SBUF slot");
-        emit_step(gi, i);
+        if (prepared_ < i1) throw std::logic_error("matmul: a chunk found no SBUF slot");
+        issue_pieces();
+        emit_steps(gi, i, i1);
+        i = i1 + 1;
       }
       epilogue(gi);
     }
   }
+
+  // Issues the piece loads prepared so far in the order TensorE first reads them (Piece::rank),
+  // adjacent pieces of one k-tile merged into one DMA of at most kPieceMerge pieces.
+  void issue_pieces() {
+    std::stable_sort(pieces_.begin(), pieces_.end(),
+                     [](const Piece& x, const Piece& y) { return x.rank < y.rank; });
+    for (size_t i = 0; i < pieces_.size();) {
+      size_t j = i + 1;
+      const size_t c = issued_pieces_ < kSoloPieces ? 1 : piece_merge();
+      while (pieces_[i].out && j < pieces_.size() && j - i < c &&
+             pieces_[j].out == pieces_[i].out && pieces_[j].ready.kt == pieces_[i].ready.kt &&
+             pieces_[j].ready.j0 == pieces_[j - 1].ready.j1 &&
+             pieces_[j].rank_next == pieces_[j - 1].rank_next) {
+        ++j;
+      }
+      Piece pc = pieces_[i];
+      if (pc.out) {
+        pc.ready.j1 = pieces_[j - 1].ready.j1;
+        const uint32_t cw = static_cast<uint32_t>(pc.ready.j1 - pc.ready.j0);
+        for (AccessPattern* ap : {&pc.dma[0].first, &pc.dma[0].second}) {
+          ap->dims[ap->ndims - 1].size = cw;
+        }
+      }
+      const uint8_t q = !ordered_ ? load_queue()
+                        : pc.first && pc.out
+                            ? kPieceQueues[piece_count_++ % std::size(kPieceQueues)]
+                            : kChunkQueues[chunk_count_++ % chunk_queues()];
+      b_.wait(kDma(q), pc.release);
+      for (const auto& [dst, src] : pc.dma) b_.emit(kDma(q), isa::dma_copy(dst, src));
+      const Token t = b_.mark(kDma(q));
+      if (pc.out) {
+        pc.ready.token = t;
+        pc.out->push_back(pc.ready);
+      }
+      pc.slot->ready[0] = t;
+      loaded(t);
+      ++issued_pieces_;
+      i = j;
+    }
+    pieces_.clear();
+  }
+  // Pieces per merged DMA: as many as TensorE reads in about one descriptor processing time
+  // (128 rows over 16 engines: 8 packets each), so fewer DMAs pay it where pieces are read
+  // quickly (bf16: 4 moving pieces) and pieces land one by one where each keeps TensorE busy
+  // for longer (fp32: 1).
+  size_t piece_merge() const {
+    const auto& dma = core_.dma;
+    const uint32_t rows = core_.tensor.rows;
+    const int64_t engines =
+        std::min<int64_t>(dma.engines, ceil_div(rows, std::max(1u, dma.partitions_per_engine)));
+    const double desc_s = static_cast<double>(ceil_div(rows, std::max<int64_t>(1, engines))) *
+                          dma.descriptor_overhead_ns * 1e-9;
+    const double f = A_.es == 4 || B_.es == 4 ? core_.tensor.fp32_cost_factor : 1.0;
+    const double mm_s =
+        std::max(core_.tensor.mm_min_ii_cycles, load_piece()) * f / core_.tensor.frequency_hz;
+    return std::max<size_t>(1, static_cast<size_t>(desc_s / mm_s));
+  }
+
+  // Chunk loads in flight: two keep a short kernel's loads landing in the order they are needed
+  // (fair bandwidth sharing lands concurrent ones together); a long kernel streams, and a third
+  // queue hides more descriptor processing behind the others' data.
+  uint32_t chunk_queues() const { return p_.estimate_s > kLongKernelS ? 3 : 2; }
 
   // Loads (and transposes) the chunks step j reads. False when a slot is not free yet.
   bool prepare(int j) {
@@ -275,75 +374,75 @@ class MatmulEmitter {
       kt_ready_[side][*v].clear();
       load_chunk(o, side, side == 0 ? g.a_base : g.b_base, side == 0 ? g.mg : g.ng, step_chunk_[j],
                  cache.slot(*v), o.slots_off + *v * o.chunk_bytes, release,
-                 step_group_[j] == 0 ? &kt_ready_[side][*v] : nullptr);
+                 piece_step(j) ? &kt_ready_[side][*v] : nullptr, j);
     }
-    std::stable_sort(pieces_.begin(), pieces_.end(),
-                     [](const Piece& x, const Piece& y) { return x.kt < y.kt; });
-    for (const Piece& pc : pieces_) {
-      const uint8_t q = load_queue();
-      b_.wait(kDma(q), pc.release);
-      b_.emit(kDma(q), isa::dma_copy(pc.dst, pc.src));
-      pc.out->push_back(b_.mark(kDma(q)));
-      pc.slot->ready[0] = pc.out->back();
-      loaded(pc.out->back());
-    }
-    pieces_.clear();
+    // With a natural operand, whose loads and transposes are emitted here, the K-major loads
+    // are issued here too, in step order.
+    if (!ordered_) issue_pieces();
     prepared_ = j;
     return true;
   }
 
   void load_chunk(Operand& o, int side, int64_t base, uint32_t group, uint32_t chunk,
                   ChunkCache::Slot& slot, uint64_t slot_off, Token release,
-                  std::vector<Token>* pieces) {
+                  std::vector<Ready>* pieces, int step) {
     const uint32_t P = core_.tensor.rows;
     const int64_t j0 = int64_t{group} * o.gw, jw = std::min<int64_t>(o.gw, o.J - j0);
     const int64_t kt0 = int64_t{chunk} * p_.ck;
     const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - kt0);
     const int64_t k0 = kt0 * P, klen = std::min<int64_t>(nkt * P, K_ - k0);
-    if (!o.natural && pieces && nkt > 1) {
-      // The first group's chunks load one k-tile per DMA, each marked ready on its own: the
-      // first matmuls start once their k-tile is in, not the whole chunk (kernel start-up).
-      // prepare() issues both operands' pieces k-tile by k-tile.
+    if (!o.natural && pieces && (ordered_ || nkt > 1)) {
+      // The first and last groups' chunks load in pieces of one k-tile and one tile's columns
+      // (A: a stationary tile, B: a load_piece()-wide moving piece), each marked ready on its
+      // own, issued in the order TensorE first reads them (need_rank): TensorE starts once its
+      // first stationary and moving pieces are in, not whole chunks (kernel start-up), and the
+      // last steps, which finish tile by tile, start before their last chunk is in.
+      const int64_t w = !ordered_ ? jw : side == 0 ? o.tile : load_piece();
       for (int64_t kt = 0; kt < nkt; ++kt) {
         const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, klen - kt * P));
-        Piece pc;
-        pc.kt = kt;
-        pc.release = release;
-        pc.slot = &slot;
-        pc.out = pieces;
-        pc.dst =
-            isa::sbuf(o.dt, 0, kp, slot_off + kt * o.gw * o.es, {{1, static_cast<uint32_t>(jw)}});
-        pc.src = hbm_ap(*o.t, base + (k0 + kt * P) * o.ks + j0 * o.js, kp, o.ks,
-                        {{o.js, static_cast<uint32_t>(jw)}});
-        pieces_.push_back(pc);
+        for (int64_t c = 0; c < jw; c += w) {
+          const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(w, jw - c));
+          Piece pc;
+          std::tie(pc.rank, pc.rank_next) = need_rank(step, side, kt, c / w);
+          pc.first = step_group_[step] == 0;
+          pc.ready = {kt, c, c + cw, Token{}};
+          pc.release = release;
+          pc.slot = &slot;
+          pc.out = pieces;
+          pc.dma.push_back({isa::sbuf(o.dt, 0, kp, slot_off + (kt * o.gw + c) * o.es, {{1, cw}}),
+                            hbm_ap(*o.t, base + (k0 + kt * P) * o.ks + (j0 + c) * o.js, kp, o.ks,
+                                   {{o.js, cw}})});
+          pieces_.push_back(pc);
+        }
       }
+      return;
+    }
+    if (!o.natural) {
+      // [k partitions, kt, j] straight into the slot: runs of jw elements when J is contiguous;
+      // issued with the pieces in step order.
+      const int64_t full = klen / P, tail = klen % P;
+      Piece pc;
+      std::tie(pc.rank, pc.rank_next) = need_rank(step, side, 0, 0);
+      pc.release = release;
+      pc.slot = &slot;
+      if (full > 0) {
+        pc.dma.push_back(
+            {isa::sbuf(o.dt, 0, P, slot_off,
+                       {{o.gw, static_cast<uint32_t>(full)}, {1, static_cast<uint32_t>(jw)}}),
+             hbm_ap(*o.t, base + k0 * o.ks + j0 * o.js, P, o.ks,
+                    {{P * o.ks, static_cast<uint32_t>(full)}, {o.js, static_cast<uint32_t>(jw)}})});
+      }
+      if (tail > 0) {
+        pc.dma.push_back(
+            {isa::sbuf(o.dt, 0, static_cast<uint32_t>(tail), slot_off + full * o.gw * o.es,
+                       {{1, static_cast<uint32_t>(jw)}}),
+             hbm_ap(*o.t, base + (k0 + full * P) * o.ks + j0 * o.js, static_cast<uint32_t>(tail),
+                    o.ks, {{o.js, static_cast<uint32_t>(jw)}})});
+      }
+      pieces_.push_back(pc);
       return;
     }
     const uint8_t q = load_queue();
-    if (!o.natural) {
-      // [k partitions, kt, j] straight into the slot: runs of jw elements when J is contiguous.
-      b_.wait(kDma(q), release);
-      const int64_t full = klen / P, tail = klen % P;
-      if (full > 0) {
-        b_.emit(kDma(q), isa::dma_copy(isa::sbuf(o.dt, 0, P, slot_off,
-                                                 {{o.gw, static_cast<uint32_t>(full)},
-                                                  {1, static_cast<uint32_t>(jw)}}),
-                                       hbm_ap(*o.t, base + k0 * o.ks + j0 * o.js, P, o.ks,
-                                              {{P * o.ks, static_cast<uint32_t>(full)},
-                                               {o.js, static_cast<uint32_t>(jw)}})));
-      }
-      if (tail > 0) {
-        b_.emit(kDma(q), isa::dma_copy(isa::sbuf(o.dt, 0, static_cast<uint32_t>(tail),
-                                                 slot_off + full * o.gw * o.es,
-                                                 {{1, static_cast<uint32_t>(jw)}}),
-                                       hbm_ap(*o.t, base + (k0 + full * P) * o.ks + j0 * o.js,
-                                              static_cast<uint32_t>(tail), o.ks,
-                                              {{o.js, static_cast<uint32_t>(jw)}})));
-      }
-      slot.ready[0] = b_.mark(kDma(q));
-      loaded(slot.ready[0]);
-      return;
-    }
     // Natural: rows of J (128 per block) with klen contiguous elements each into a staging
     // slot [row, block, k], then each 128 x 128 block transposed on TensorE into PSUM and copied
     // to its place [k, j] in the chunk slot.
@@ -460,10 +559,10 @@ class MatmulEmitter {
                      parity + mt * p_.gn + nt, 0});
       }
     }
-    // The kernel's last group finishes in column pieces of kTailPiece (each a full-rate matmul,
-    // >= mm_min_ii_cycles wide): each piece is evicted and stored as soon as it is done, so
-    // only the last piece's short eviction and store follow TensorE's last matmul.
-    const uint32_t piece = std::max<uint32_t>(kTailPiece, core_.tensor.mm_min_ii_cycles);
+    // The kernel's last group finishes in column pieces of the narrowest full-rate matmul: each
+    // piece is evicted and stored as soon as it is done, so only the last piece's short
+    // eviction and store follow TensorE's last matmul.
+    const uint32_t piece = tail_piece();
     if (gi + 1 == groups_.size() && !swapped_) {
       std::vector<TileGeom> split;
       for (const TileGeom& x : t) {
@@ -488,79 +587,195 @@ class MatmulEmitter {
                           t.nw);
   }
 
-  void emit_step(size_t gi, int i) {
+  // Steps whose chunks load in pieces: the first group's (start-up) and the kernel's last steps,
+  // which finish tile by tile.
+  bool piece_step(int j) const {
+    if (swapped_) return false;
+    const int gi = step_group_[j];
+    if (!ordered_) return gi == 0;
+    const Group& g = groups_[gi];
+    if (gi + 1 == static_cast<int>(groups_.size()) &&
+        j >= g.first_step + g.steps - tail_steps(gi)) {
+      return true;
+    }
+    return gi == 0;
+  }
+
+  // When TensorE first reads piece `idx` (columns of one stationary tile for A, of one
+  // load_piece() moving piece for B) of k-tile kt of step j's chunk: (rank, phase). Steps before
+  // the group's tail run k-tile by k-tile, each tile row (stationary) over all moving pieces;
+  // the tail runs tile by tile, contraction u of tile p in matmul slot p + u * skew.
+  std::pair<int64_t, int64_t> need_rank(int j, int side, int64_t kt, int64_t idx) const {
+    const int gi = step_group_[j];
+    const Group& g = groups_[gi];
+    const int tail0 = g.first_step + g.steps - tail_steps(gi);
+    constexpr int64_t kStep = int64_t{1} << 32;
+    const int64_t row = ceil_div(B_.gw, load_piece());  // moving pieces per tile row
+    if (j < tail0) {
+      const int64_t r = side == 1 ? 1 + idx : idx == 0 ? 0 : row + idx;
+      return {j * kStep + kt * 4096 + r, j * kStep + kt};
+    }
+    // Tiles counted in moving pieces (each load_piece() / tail_piece() tail tiles).
+    const int64_t u = int64_t{j - tail0} * p_.ck + kt;
+    const int64_t first_tile = side == 1 ? idx : idx * row;
+    const int64_t skew = p_.ck * tail_steps(gi) > 1 ? static_cast<int64_t>(kTailSkew) : 1;
+    return {tail0 * kStep + (first_tile + u * skew) * 2 + side, tail0 * kStep + u};
+  }
+
+  // Width of the moving pieces the first group loads B in and runs its first k-tile in.
+  uint32_t load_piece() const { return std::max(kLoadPiece, core_.tensor.mm_min_ii_cycles); }
+  // Width of the pieces the kernel's last group finishes in: the narrowest full-rate matmul
+  // when the eviction is one copy, else 128 columns (a bias or activation adds instructions per
+  // piece on VectorE and ScalarE, which narrower pieces would multiply).
+  uint32_t tail_piece() const {
+    const bool plain = !bias_ && spec_.epilogue == ActFunc::kCopy;
+    return ordered_ && plain ? core_.tensor.mm_min_ii_cycles
+                             : std::max(128u, core_.tensor.mm_min_ii_cycles);
+  }
+
+  // How many final steps of group gi finish tile by tile: for the kernel's last group enough
+  // k-tiles that a piece's matmuls take as long as its store (so stores keep up with TensorE
+  // and little output is left after its last matmul), at most what the chunk slots hold.
+  int tail_steps(size_t gi) const {
+    const Group& g = groups_[gi];
+    if (gi + 1 != groups_.size() || swapped_ || !ordered_ || g.steps <= 1) {
+      return std::min(g.steps, 1);
+    }
+    const double f = A_.es == 4 || B_.es == 4 ? core_.tensor.fp32_cost_factor : 1.0;
+    const double mm_s = std::max<double>(core_.tensor.mm_min_ii_cycles, tail_piece()) * f /
+                        core_.tensor.frequency_hz;
+    const double bw = core_.dma.engines * core_.dma.engine_bandwidth_bytes_per_s;
+    const double store_s = double(std::min<int64_t>(A_.tile, M_)) * tail_piece() * oes_ / bw;
+    const int64_t kts = static_cast<int64_t>(std::ceil(store_s / mm_s));
+    const uint32_t slots = std::min(cache_a_->size(), cache_b_->size());
+    const int64_t steps = std::min<int64_t>({ceil_div(kts, p_.ck), g.steps, slots - 1});
+    return static_cast<int>(std::max<int64_t>(1, steps));
+  }
+
+  // Emits the matmuls of steps i0..i1 of group gi (i1 > i0 only for a group's last steps).
+  void emit_steps(size_t gi, int i0, int i1) {
     const Group& g = groups_[gi];
     const uint32_t P = core_.tensor.rows;
     const auto tiles = tiles_of(g, gi);
-    if (i == g.first_step) {
+    if (i0 == g.first_step) {
       for (const TileGeom& t : tiles) b_.wait(kTensor, bank_release_[t.bank]);
     }
-    const uint32_t sa = *cache_a_->find(keys_a_[i]), sb = *cache_b_->find(keys_b_[i]);
-    ChunkCache::Slot& slot_a = cache_a_->slot(sa);
-    ChunkCache::Slot& slot_b = cache_b_->slot(sb);
-    const std::vector<Token>* pieces[2] = {&kt_ready_[0][sa], &kt_ready_[1][sb]};
-    for (int side = 0; side < 2; ++side) {
-      const ChunkCache::Slot* s = side == 0 ? &slot_a : &slot_b;
-      if (pieces[side]->empty()) b_.wait(kTensor, s->ready[0]);
-      b_.wait(kTensor, s->ready[1]);
+    const bool last = i1 == g.first_step + g.steps - 1;
+    struct Step {
+      uint32_t sa, sb;
+      uint64_t a_off, b_off;
+      int64_t kt0;
+      const std::vector<Ready>* ready[2];
+    };
+    // One matmul's contraction: a step and its k-tiles there. FP8 x FP8 on a core with
+    // double-row mode (ARCH-v3) contracts two full k-tiles per matmul; the slot's [k, kt, j]
+    // layout already holds the pair as its outer free dim ([P, 2, F], row pair gw apart).
+    struct KStep {
+      size_t step;
+      int64_t kt;
+      uint32_t n;
+    };
+    std::vector<Step> steps;
+    std::vector<KStep> ksteps;
+    for (int i = i0; i <= i1; ++i) {
+      Step st;
+      st.sa = *cache_a_->find(keys_a_[i]);
+      st.sb = *cache_b_->find(keys_b_[i]);
+      st.a_off = A_.slots_off + st.sa * A_.chunk_bytes;
+      st.b_off = B_.slots_off + st.sb * B_.chunk_bytes;
+      st.kt0 = int64_t{step_chunk_[i]} * p_.ck;
+      st.ready[0] = &kt_ready_[0][st.sa];
+      st.ready[1] = &kt_ready_[1][st.sb];
+      for (int side = 0; side < 2; ++side) {
+        const ChunkCache::Slot& s = side == 0 ? cache_a_->slot(st.sa) : cache_b_->slot(st.sb);
+        if (st.ready[side]->empty()) b_.wait(kTensor, s.ready[0]);
+        b_.wait(kTensor, s.ready[1]);
+      }
+      const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - st.kt0);
+      for (int64_t kt = 0; kt < nkt;) {
+        const bool pair = double_row_ && kt + 1 < nkt && (st.kt0 + kt + 2) * P <= K_;
+        ksteps.push_back({steps.size(), kt, pair ? 2u : 1u});
+        kt += pair ? 2 : 1;
+      }
+      steps.push_back(st);
     }
-    // Per-k-tile pieces: TensorE waits for each k-tile just before its first matmul.
-    auto wait_kt = [&](int64_t kt) {
-      for (const std::vector<Token>* pc : pieces) {
-        if (static_cast<size_t>(kt) < pc->size()) b_.wait(kTensor, (*pc)[kt]);
+    tile_done_.assign(tiles.size(), Token{});
+    // First-group pieces: TensorE waits for the k-tile and columns a matmul reads just before it.
+    auto wait_ready = [&](const std::vector<Ready>& rs, int64_t kt, int64_t j0, int64_t j1) {
+      for (const Ready& r : rs) {
+        if (r.kt == kt && r.j0 < j1 && j0 < r.j1) b_.wait(kTensor, r.token);
       }
     };
-    const uint64_t a_off = A_.slots_off + sa * A_.chunk_bytes;
-    const uint64_t b_off = B_.slots_off + sb * B_.chunk_bytes;
-    const int64_t kt0 = int64_t{step_chunk_[i]} * p_.ck;
-    const int64_t nkt = std::min<int64_t>(p_.ck, p_.kt - kt0);
-    const bool last = i == g.first_step + g.steps - 1;
-    tile_done_.assign(tiles.size(), Token{});
-    // The chunk's k-tiles in TensorE instructions: FP8 x FP8 on a core with double-row mode
-    // (ARCH-v3) contracts two full k-tiles per matmul; the slot's [k, kt, j] layout already
-    // holds the pair as its outer free dim ([P, 2, F], row pair gw elements apart).
-    std::vector<std::pair<int64_t, uint32_t>> ksteps;  // (first k-tile, k-tiles)
-    for (int64_t kt = 0; kt < nkt;) {
-      const bool pair = double_row_ && kt + 1 < nkt && (kt0 + kt + 2) * P <= K_;
-      ksteps.push_back({kt, pair ? 2u : 1u});
-      kt += pair ? 2 : 1;
-    }
-    auto mm = [&](std::pair<int64_t, uint32_t> ks, const TileGeom& t) {
-      const int64_t kt = ks.first;
-      const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K_ - (kt0 + kt) * P));
-      const uint64_t a = a_off + (kt * A_.gw + t.mt * A_.tile) * A_.es;
-      const uint64_t bo = b_off + (kt * B_.gw + t.nt * B_.tile + t.c0) * B_.es;
-      if (ks.second == 2) {
+    auto mm1 = [&](const KStep& ks, const TileGeom& t) {
+      const Step& st = steps[ks.step];
+      const int64_t kt = ks.kt;
+      const int64_t ja = int64_t{t.mt} * A_.tile, jb = int64_t{t.nt} * B_.tile + t.c0;
+      for (uint32_t r = 0; r < ks.n; ++r) {
+        wait_ready(*st.ready[0], kt + r, ja, ja + t.mw);
+        wait_ready(*st.ready[1], kt + r, jb, jb + t.nw);
+      }
+      const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K_ - (st.kt0 + kt) * P));
+      const uint64_t a = st.a_off + (kt * A_.gw + ja) * A_.es;
+      const uint64_t bo = st.b_off + (kt * B_.gw + jb) * B_.es;
+      const bool acc = st.kt0 + kt > 0;
+      if (ks.n == 2) {
         b_.emit(kTensor, isa::matmul_double_row(
                              acc_ap(t), isa::sbuf(A_.dt, 0, kp, a, {{A_.gw, 2}, {1, t.mw}}),
-                             isa::sbuf(B_.dt, 0, kp, bo, {{B_.gw, 2}, {1, t.nw}}), kt0 + kt > 0));
+                             isa::sbuf(B_.dt, 0, kp, bo, {{B_.gw, 2}, {1, t.nw}}), acc));
         return;
       }
       b_.emit(kTensor, isa::matmul(acc_ap(t), isa::sbuf_tile(A_.dt, kp, a, t.mw),
-                                   isa::sbuf_tile(B_.dt, kp, bo, t.nw), kt0 + kt > 0));
+                                   isa::sbuf_tile(B_.dt, kp, bo, t.nw), acc));
     };
-    auto wait_ks = [&](std::pair<int64_t, uint32_t> ks) {
-      for (uint32_t r = 0; r < ks.second; ++r) wait_kt(ks.first + r);
+    // The kernel's first k-tile runs in moving pieces as they arrive (same TensorE cycles:
+    // each piece is a full-rate matmul).
+    auto mm = [&](const KStep& ks, const TileGeom& t) {
+      if (!ordered_ || gi != 0 || steps[ks.step].kt0 + ks.kt != 0 || t.nw <= load_piece()) {
+        return mm1(ks, t);
+      }
+      for (uint32_t c = 0; c < t.nw; c += load_piece()) {
+        TileGeom q = t;
+        q.c0 = t.c0 + c;
+        q.nw = std::min(load_piece(), t.nw - c);
+        mm1(ks, q);
+      }
     };
     if (!last) {
-      for (const auto& ks : ksteps) {
-        wait_ks(ks);
+      for (const KStep& ks : ksteps) {
         for (const TileGeom& t : tiles) mm(ks, t);
       }
     } else {
-      // A group's last step finishes one tile after the other, each marked done, so the
-      // epilogue and store of the first tiles overlap TensorE finishing the rest.
-      for (const auto& ks : ksteps) wait_ks(ks);
-      for (size_t ti = 0; ti < tiles.size(); ++ti) {
-        for (const auto& ks : ksteps) mm(ks, tiles[ti]);
-        if (ti + 1 < tiles.size()) tile_done_[ti] = b_.mark(kTensor);
+      // A group's last steps finish one tile after the other, each marked done, so the
+      // epilogue and store of the first tiles overlap TensorE finishing the rest. Tile ti's
+      // u-th contraction runs in slot ti + u * skew (ties: the older tile first), so each
+      // tile's later k-tiles are read skew - 1 matmuls after its first: their loads get
+      // that much time, and tiles still finish about one per contraction count.
+      const size_t nu = ksteps.size(), nt = tiles.size();
+      const size_t skew = nu > 1 ? kTailSkew : 1;
+      std::vector<std::pair<size_t, size_t>> order;  // (tile, contraction)
+      for (size_t ti = 0; ti < nt; ++ti) {
+        for (size_t u = 0; u < nu; ++u) order.push_back({ti, u});
+      }
+      std::stable_sort(order.begin(), order.end(), [&](const auto& x, const auto& y) {
+        const size_t dx = x.first + x.second * skew, dy = y.first + y.second * skew;
+        return dx != dy ? dx < dy : x.first < y.first;
+      });
+      for (const auto& [ti, u] : order) {
+        mm(ksteps[u], tiles[ti]);
+        if (u + 1 == nu && ti + 1 < nt) tile_done_[ti] = b_.mark(kTensor);
       }
     }
     const Token done = b_.mark(kTensor);
-    if (last) tile_done_.back() = done;
-    cache_a_->used(sa, i, done);
-    cache_b_->used(sb, i, done);
-    emitted_ = i + 1;
+    if (last) {
+      for (Token& t : tile_done_) {
+        if (t.value == 0) t = done;
+      }
+    }
+    for (size_t s = 0; s < steps.size(); ++s) {
+      cache_a_->used(steps[s].sa, i0 + static_cast<int>(s), done);
+      cache_b_->used(steps[s].sb, i0 + static_cast<int>(s), done);
+    }
+    emitted_ = i1 + 1;
   }
 
   // Loads the group's bias (scaled by beta) into a bias slot; returns its ready token.
@@ -800,6 +1015,9 @@ class MatmulEmitter {
   bool swapped_ = false;      // computing C^T (weight-stationary); outputs transposed back
   bool bias_column_ = false;  // the bias is one value per output partition
   bool tmp_ = false;
+  // Both operands K-major: all loads are issued in need order after a step's prepare loop
+  // (issue_pieces); with a natural operand they are issued as before, chunk by chunk.
+  bool ordered_ = false;
   bool double_row_ = false;  // FP8 x FP8 matmuls contract two k-tiles each (ARCH-v3)
   struct PendingTile {
     TileGeom t;
@@ -819,15 +1037,9 @@ class MatmulEmitter {
   std::vector<uint32_t> step_chunk_;
   std::vector<int> keys_a_, keys_b_;
   std::optional<ChunkCache> cache_a_, cache_b_;
-  struct Piece {
-    int64_t kt = 0;
-    Token release;
-    ChunkCache::Slot* slot = nullptr;
-    std::vector<Token>* out = nullptr;
-    AccessPattern dst, src;
-  };
-  std::vector<Piece> pieces_;  // k-tile loads of the step being prepared, issued in k order
-  std::vector<std::vector<Token>> kt_ready_[2];  // per slot: ready token of each k-tile piece
+  std::vector<Piece> pieces_;  // first-group loads of the steps being prepared
+  uint32_t issued_pieces_ = 0, piece_count_ = 0, chunk_count_ = 0;
+  std::vector<std::vector<Ready>> kt_ready_[2];  // per slot: its first-group load pieces
   int prepared_ = -1, emitted_ = 0;
 
   std::vector<Token> bank_release_, tr_release_;

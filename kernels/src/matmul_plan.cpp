@@ -113,6 +113,7 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
       fp32;
   const int64_t groups_a = ceil_div(mtiles, p.gm), groups_b = ceil_div(ntiles, p.gn);
 
+  const bool kmajor = !s.a.natural && !s.b.natural;
   // X resident, Y streamed.
   auto choose = [&](const MatmulSide& X, const MatmulSide& Y, int64_t groups_x, int64_t groups_y,
                     uint64_t chunk_x, uint64_t chunk_y) {
@@ -124,6 +125,14 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
         c.rb = static_cast<uint32_t>(rb);
         c.resident_slots = static_cast<uint32_t>(r);
         c.streamed_slots = static_cast<uint32_t>(d);
+        // Room for two groups' chunks: the next group's loads need not wait for this group's
+        // matmuls to free a slot (and then pay a DMA launch latency). Only when both operands
+        // are K-major, whose loads the kernel issues in need order (a natural operand's
+        // transposes would then run further ahead of the matmuls).
+        const uint64_t two = 2ull * p.chunks;
+        if (kmajor && d < two && r * chunk_x + two * chunk_y <= budget) {
+          c.streamed_slots = static_cast<uint32_t>(two);
+        }
         break;
       }
     }

@@ -206,6 +206,22 @@ std::vector<Case> cases() {
   // bf16 with an fp32-accumulated long K.
   v.push_back({{256, 1536}, {1536, 640}, {256, 640}, {1, 0}, {0, 1}, DType::kBf16});
   v.push_back({{130, 600}, {600, 520}, {130, 520}, {0, 1}, {1, 0}, DType::kBf16});
+  // Both K-major over several groups, every dim ragged: the first group's loads in column
+  // pieces, the last group finishing tile by tile over its last k-tiles in 64-column tiles.
+  v.push_back({{300, 700}, {700, 1100}, {300, 1100}, {1, 0}, {0, 1}, DType::kBf16});
+  // ... with a bias, alpha, beta and relu on those tiles (fp32), and batched.
+  v.push_back({{200, 300},
+               {300, 1100},
+               {200, 1100},
+               {1, 0},
+               {0, 1},
+               DType::kFp32,
+               true,
+               false,
+               2.0f,
+               0.5f,
+               ActFunc::kRelu});
+  v.push_back({{2, 130, 300}, {2, 300, 200}, {2, 130, 200}, {0, 2, 1}, {0, 1, 2}});
   return v;
 }
 

@@ -1,14 +1,19 @@
 // nll_loss forward and backward: the target positions resolved on the host, then the picked
 // log-probabilities and weights gathered, negated, weighted and reduced (kernels/nll_loss.h).
 // mse_loss: the squared difference (elementwise, or summed by kernels/mse_loss.h) and its backward,
-// one elementwise pass.
+// one elementwise pass. binary_cross_entropy, smooth_l1_loss and huber_loss: the CPU kernel's
+// pointwise formula as an expression, elementwise (reduction none) or summed and scaled by
+// kernels/expression_sum.h (mean, sum); their backwards one elementwise pass each.
 #include <ATen/ATen.h>
 
+#include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "aten/index_positions.h"
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/elementwise.h"
+#include "neuronsim/kernels/expression_sum.h"
 #include "neuronsim/kernels/mse_loss.h"
 #include "neuronsim/kernels/nll_loss.h"
 
@@ -48,6 +53,62 @@ kernels::NllLossSpec nll_spec(const OpInvocation& inv, const at::Tensor& self, b
   return spec;
 }
 
+using device::ActFunc;
+using device::AluOp;
+using kernels::Arg;
+
+// A loss's pointwise formula over its tensor operands (inputs in the order given).
+using LossExpr = std::function<void(kernels::Expr&, const std::vector<Arg>&)>;
+
+// The optional weight argument (None or an undefined tensor: unweighted).
+std::optional<at::Tensor> optional_tensor(const OpInvocation& inv, const char* name) {
+  if (!inv.has_arg(name)) return std::nullopt;
+  const c10::IValue& v = inv.arg(name);
+  if (!v.isTensor() || !v.toTensor().defined()) return std::nullopt;
+  return v.toTensor();
+}
+
+// A reduced or pointwise loss: reduction 0 (none) stores the formula's value per element,
+// 1 (mean) and 2 (sum) sum it (mean scaled by 1 / numel) into the one-element output.
+Programs pointwise_loss(const OpInvocation& inv, const std::vector<at::Tensor>& operands,
+                        const LossExpr& formula) {
+  std::vector<kernels::TensorDesc> descs;
+  std::vector<Arg> args;
+  for (const at::Tensor& t : operands) {
+    descs.push_back(inv.describe(t));
+    args.push_back(Arg::input(static_cast<int>(args.size())));
+  }
+  kernels::Expr e;
+  formula(e, args);
+  const at::Tensor& out = inv.outputs.at(0);
+  const int64_t reduction = inv.arg("reduction").toInt();
+  if (reduction == 0) {
+    return Programs{kernels::build_elementwise(inv.name, descs, inv.describe(out), e, inv.core())};
+  }
+  const int64_t n = std::max<int64_t>(1, operands.at(0).numel());
+  const float scale = reduction == 1 ? 1.0f / static_cast<float>(n) : 1.0f;
+  return Programs{kernels::build_expression_sum(inv.name, descs, e, inv.describe(out.reshape({1})),
+                                                scale, inv.core())};
+}
+
+// A loss backward: grad_output (a scalar for mean and sum, broadcast) times the formula's
+// derivative, scaled by 1 / numel for mean, as the CPU kernels compute it.
+Programs pointwise_loss_backward(
+    const OpInvocation& inv, const std::vector<at::Tensor>& operands,
+    const std::function<void(kernels::Expr&, const std::vector<Arg>&, float norm)>& derivative) {
+  std::vector<kernels::TensorDesc> descs;
+  std::vector<Arg> args;
+  for (const at::Tensor& t : operands) {
+    descs.push_back(inv.describe(t));
+    args.push_back(Arg::input(static_cast<int>(args.size())));
+  }
+  const int64_t n = std::max<int64_t>(1, inv.arg("self").toTensor().numel());
+  const float norm = inv.arg("reduction").toInt() == 1 ? 1.0f / static_cast<float>(n) : 1.0f;
+  kernels::Expr e;
+  derivative(e, args, norm);
+  return Programs{
+      kernels::build_elementwise(inv.name, descs, inv.describe(inv.outputs.at(0)), e, inv.core())};
+}
 }  // namespace
 
 NativeOpTable loss_ops() {
@@ -121,6 +182,72 @@ NativeOpTable loss_ops() {
       }};
   mse_backward.cacheable = true;
   ops.push_back(mse_backward);
+  // binary_cross_entropy: (t - 1) * max(log1p(-x), -100) - t * max(log(x), -100), times weight.
+  NativeOp bce{
+      "aten::binary_cross_entropy", [](const OpInvocation& inv) {
+        std::vector<at::Tensor> ops{inv.arg("self").toTensor(), inv.arg("target").toTensor()};
+        const auto w = optional_tensor(inv, "weight");
+        if (w) ops.push_back(*w);
+        return pointwise_loss(inv, ops, [&](kernels::Expr& e, const std::vector<Arg>& a) {
+          const Arg log_1mx =
+              e.alu(AluOp::kMax, e.act(ActFunc::kLog, a[0], -1.0f, 1.0f), Arg::constant(-100));
+          const Arg log_x = e.alu(AluOp::kMax, e.act(ActFunc::kLog, a[0]), Arg::constant(-100));
+          const Arg l = e.alu(
+              AluOp::kSubtract,
+              e.alu(AluOp::kMultiply, e.alu(AluOp::kSubtract, a[1], Arg::constant(1)), log_1mx),
+              e.alu(AluOp::kMultiply, a[1], log_x));
+          if (a.size() > 2) e.alu(AluOp::kMultiply, l, a[2]);
+        });
+      }};
+  bce.cacheable = true;
+  ops.push_back(bce);
+  // grad * (x - t) / max((1 - x) * x, 1e-12), times weight, / numel for mean.
+  NativeOp bce_backward{
+      "aten::binary_cross_entropy_backward", [](const OpInvocation& inv) {
+        std::vector<at::Tensor> ops{inv.arg("grad_output").toTensor(), inv.arg("self").toTensor(),
+                                    inv.arg("target").toTensor()};
+        const auto w = optional_tensor(inv, "weight");
+        if (w) ops.push_back(*w);
+        return pointwise_loss_backward(
+            inv, ops, [&](kernels::Expr& e, const std::vector<Arg>& a, float norm) {
+              const Arg x = a[1];
+              const Arg denom =
+                  e.alu(AluOp::kMax,
+                        e.alu(AluOp::kMultiply, e.alu(AluOp::kSubtract, Arg::constant(1), x), x),
+                        Arg::constant(1e-12f));
+              Arg g = e.alu(AluOp::kDivide,
+                            e.alu(AluOp::kMultiply, a[0], e.alu(AluOp::kSubtract, x, a[2])), denom);
+              if (a.size() > 3) g = e.alu(AluOp::kMultiply, g, a[3]);
+              e.alu(AluOp::kMultiply, g, Arg::constant(norm));
+            });
+      }};
+  bce_backward.cacheable = true;
+  ops.push_back(bce_backward);
+  // smooth_l1_loss: z = |x - t|; z < beta ? 0.5 z^2 / beta : z - 0.5 beta (beta 0: |x - t|).
+  // huber_loss: z < delta ? 0.5 z^2 : delta (z - 0.5 delta).
+  for (const bool huber : {false, true}) {
+    NativeOp fwd{
+        huber ? "aten::huber_loss" : "aten::smooth_l1_loss", [huber](const OpInvocation& inv) {
+          const float b = static_cast<float>(inv.scalar(huber ? "delta" : "beta", 1.0));
+          return pointwise_loss(
+              inv, {inv.arg("self").toTensor(), inv.arg("target").toTensor()},
+              [&](kernels::Expr& e, const std::vector<Arg>& a) {
+                const Arg z =
+                    e.alu(AluOp::kAbsMax, e.alu(AluOp::kSubtract, a[0], a[1]), Arg::constant(0));
+                Arg quad =
+                    e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, z, z), Arg::constant(0.5f));
+                Arg lin = e.alu(AluOp::kSubtract, z, Arg::constant(0.5f * b));
+                if (huber) {
+                  lin = e.alu(AluOp::kMultiply, lin, Arg::constant(b));
+                } else if (b > 0) {
+                  quad = e.alu(AluOp::kDivide, quad, Arg::constant(b));
+                }
+                e.select(e.alu(AluOp::kIsLt, z, Arg::constant(b)), quad, lin);
+              });
+        }};
+    fwd.cacheable = true;
+    ops.push_back(fwd);
+  }
   return ops;
 }
 

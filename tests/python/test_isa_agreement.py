@@ -501,6 +501,35 @@ CASES = {
         (X,),
         FP32,
     ),
+    # Pointwise losses: elementwise (none) or an expression summed on the device (mean, sum).
+    "bce_smooth_l1_huber": (
+        lambda a, b, w: torch.stack(
+            [
+                F.binary_cross_entropy(a.sigmoid(), b.sigmoid(), reduction=r).sum()
+                + F.binary_cross_entropy(a.sigmoid(), b.sigmoid(), w.abs(), reduction=r).sum()
+                + F.smooth_l1_loss(a, b, reduction=r, beta=0.7).sum()
+                + F.smooth_l1_loss(a, b, reduction=r, beta=0.0).sum()
+                + F.huber_loss(a, b, reduction=r, delta=1.3).sum()
+                for r in ("none", "mean", "sum")
+            ]
+        ),
+        (X, Y, LW),
+        FP32,
+    ),
+    "bce_backward": (
+        lambda a, b, w: torch.stack(
+            [
+                torch.ops.aten.binary_cross_entropy_backward(
+                    a.abs() + 0.5, a.sigmoid(), b.sigmoid(), None, 0
+                ),
+                torch.ops.aten.binary_cross_entropy_backward(
+                    torch.full((), 0.7, device=a.device), a.sigmoid(), b.sigmoid(), w.abs(), 1
+                ),
+            ]
+        ),
+        (X, Y, LW),
+        FP32,
+    ),
     "unfold_backward": (
         lambda a: torch.autograd.grad(a.requires_grad_().unfold(1, 7, 3).square().sum(), a)[0],
         (X,),

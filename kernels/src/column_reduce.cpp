@@ -196,7 +196,7 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
   const uint64_t pcol_off = b.alloc_psum_bank();  // [Q, 1] broadcast sums
   const StreamId qout = dma_queue(kLoadQueues);
   std::vector<Token> slot_free(static_cast<size_t>(slots));
-  Token region_free[kRegions], row_free[2], res_free_of[2], prow_free, pcol_free;
+  Token region_free[kRegions], row_free[2], res_free_of[2], mean_ready[2], prow_free, pcol_free;
   uint64_t loads = 0, regions = 0;
   const float identity = identity_of(op);
 
@@ -309,13 +309,9 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
         b.emit(kVector, isa::tensor_reduce(res_all, acc_view(col), op));
       };
 
-      if (phase == 0) {
-        sweep(false);
-        return;
-      }
-      if (spec.variance) {
-        // -mean on every partition (j, c) of each block (g > 1: the sums as a row, folded over
-        // j and broadcast back).
+      // -mean on every partition (j, c) of each block (g > 1: the sums as a row, folded over
+      // j and broadcast back), right after the first sweep so the second can start.
+      auto mean_of_sweep = [&]() {
         const float neg_inv = -1.0f / static_cast<float>(count);
         const AccessPattern nmean_all =
             isa::sbuf_tile(DType::kFp32, qmax, nmean_off, static_cast<uint32_t>(nb));
@@ -337,7 +333,16 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
                                              isa::imm(neg_inv)));
           pcol_free = b.mark(kVector);
         }
-        b.wait(kScalar, b.mark(kVector));
+        mean_ready[par] = b.mark(kVector);
+      };
+
+      if (phase == 0) {
+        sweep(false);
+        if (spec.variance) mean_of_sweep();
+        return;
+      }
+      if (spec.variance) {
+        b.wait(kScalar, mean_ready[par]);
         sweep(true);
       }
       // The group's results: scaled (var: 1 / dof) and rooted (std) as columns, transposed to

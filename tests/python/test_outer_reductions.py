@@ -16,7 +16,7 @@ OPS = {
     "amin": lambda x, d, k: x.amin(d, keepdim=k),
     "max_values": lambda x, d, k: x.max(d[0], keepdim=k).values if len(d) == 1 else x.amax(d),
     "min_values": lambda x, d, k: x.min(d[0], keepdim=k).values if len(d) == 1 else x.amin(d),
-    "prod": lambda x, d, k: (1 + 0.05 * x).prod(d[0], keepdim=k),
+    "prod": lambda x, d, k: x.prod(d[0], keepdim=k),
     "var": lambda x, d, k: x.var(d, keepdim=k),
     "var_c0": lambda x, d, k: x.var(d, correction=0, keepdim=k),
     "std": lambda x, d, k: x.std(d, keepdim=k),
@@ -57,9 +57,14 @@ def test_outer_dim_reduction_matches_cpu_in_isa_mode(op, shape, dims, keepdim, d
         pytest.skip("prod takes one dim")
     torch.manual_seed(0)
     x = (torch.randn(shape) * 2 + 3).to(dtype)
+    if op == "prod":  # factors near 1: a finite product over hundreds of rows
+        x = (1 + 0.02 * torch.randn(shape)).to(dtype)
     fn = OPS[op]
-    expected = fn(x, dims, keepdim)
-    expected = expected if isinstance(expected, tuple) else (expected,)
+    # The CPU's bf16 prod over dim 0 rounds every partial product to bf16 (10% off after 300
+    # rows); the device folds in fp32, as the CPU does for float32 input.
+    ref_x = x.float() if op == "prod" else x
+    expected = fn(ref_x, dims, keepdim)
+    expected = tuple(t.to(dtype) for t in (expected if isinstance(expected, tuple) else (expected,)))
     xd = x.to("neuron")
     got = _isa(lambda: fn(xd, dims, keepdim))
     assert not neuronsim.get_fallback_ops(), neuronsim.get_fallback_ops()

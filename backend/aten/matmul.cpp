@@ -48,8 +48,14 @@ bool scaled_mm_supported(const OpInvocation& inv) {
     if (!s.defined() || s.scalar_type() != at::kFloat || s.numel() != 1) return false;
   }
   if (inv.has_arg("scale_result") && !inv.arg("scale_result").isNone()) return false;
-  if (inv.outputs.empty()) return false;
-  const auto out = inv.outputs[0].scalar_type();
+  // The output's dtype (outputs are not allocated yet): out_dtype, the out= tensor's, or the
+  // operands' (an FP8 output, which this kernel does not write).
+  at::ScalarType out = a.scalar_type();
+  if (inv.has_arg("out") && inv.arg("out").isTensor()) {
+    out = inv.arg("out").toTensor().scalar_type();
+  } else if (inv.has_arg("out_dtype") && !inv.arg("out_dtype").isNone()) {
+    out = static_cast<at::ScalarType>(inv.arg("out_dtype").toInt());
+  }
   if (out != at::kFloat && out != at::kBFloat16 && out != at::kHalf) return false;
   if (inv.has_arg("bias") && inv.arg("bias").isTensor()) {
     const at::Tensor bias = inv.arg("bias").toTensor();

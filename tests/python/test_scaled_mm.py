@@ -72,12 +72,17 @@ def test_scaled_mm_forms_the_kernel_does_not_take_run_on_the_cpu():
 
 
 def test_scaled_mm_rejects_what_the_cpu_rejects():
+    """Bad scales and mismatched shapes raise the CPU's error (type and message) on neuron."""
     a, b, sa, sb = _operands(32, 64, 48, E4, E4, True)
-    dev = [t.to("neuron") for t in (a, b, sa, sb)]
-    with pytest.raises(RuntimeError, match="Invalid scaling configuration"):
-        torch._scaled_mm(dev[0], dev[1], sa.double().to("neuron"), dev[3], out_dtype=torch.bfloat16)
-    with pytest.raises(RuntimeError, match="shapes cannot be multiplied"):
-        torch._scaled_mm(dev[0], dev[0], dev[2], dev[3], out_dtype=torch.bfloat16)
+    bad = [
+        ((a, b, sa.double(), sb), "Invalid scaling configuration"),
+        ((a, a, sa, sb), "shapes cannot be multiplied"),
+    ]
+    for args, msg in bad:
+        with pytest.raises(Exception, match=msg) as cpu:
+            torch._scaled_mm(*args, out_dtype=torch.bfloat16)
+        with pytest.raises(cpu.type, match=msg):
+            torch._scaled_mm(*(t.to("neuron") for t in args), out_dtype=torch.bfloat16)
 
 
 _TIMES = """
@@ -85,15 +90,18 @@ _TIMES = """
     torch.manual_seed(0)
     n = 2048
     a, b = torch.randn(n, n), torch.randn(n, n)
-    a16, b16 = a.bfloat16().to("neuron"), b.bfloat16().t().contiguous().t().to("neuron")
-    a8 = a.to(torch.float8_e4m3fn).to("neuron")
-    b8 = b.t().contiguous().to(torch.float8_e4m3fn).t().to("neuron")
+    # Both operands K-major (a stored transposed, b row-major): TensorE runs only the matmuls,
+    # no operand transposes.
+    a16 = a.t().contiguous().bfloat16().to("neuron").t()
+    b16 = b.bfloat16().to("neuron")
+    a8 = a.t().contiguous().to(torch.float8_e4m3fn).to("neuron").t()
+    b8 = b.to(torch.float8_e4m3fn).to("neuron")
     s = torch.tensor(1.0).to("neuron")
     torch.neuron.synchronize()
 
     def tensor_busy():
         stats = neuronsim.device_stats()
-        return sum(v for k, v in stats.items() if k.endswith("tensor.busy_ns"))
+        return sum(v["value"] for k, v in stats.items() if k.endswith(".tensor.busy_ps"))
 
     t0 = tensor_busy()
     torch.mm(a16, b16)
@@ -113,4 +121,4 @@ def test_trn2_scaled_mm_takes_half_the_bf16_tensor_time():
     t = json.loads(r.stdout.strip().splitlines()[-1])
     assert not t["fallbacks"], t
     assert t["bf16"] > 0
-    assert 0.4 < t["fp8"] / t["bf16"] < 0.6, t
+    assert 0.45 < t["fp8"] / t["bf16"] < 0.55, t

@@ -35,7 +35,8 @@ kernels::TensorDesc as_matrix(const OpInvocation& inv, const at::Tensor& t, bool
 }
 
 bool is_fp8(const at::Tensor& t) {
-  return t.defined() && (t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e5m2);
+  return t.defined() &&
+         (t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e5m2);
 }
 
 // torch._scaled_mm as the library's FP8 matmul (double-row on trn2): FP8 matrices, tensor-wise

@@ -27,17 +27,19 @@ using Token = ProgramBuilder::Token;
 // g*C partitions (j, c); the g partials of each column fold after a transpose back to a row.
 // var/std run the same sweep twice: the sums give the mean, which reaches the partitions of the
 // second sweep as a per-partition bias, and ScalarE squares (x - mean) with an accumulating
-// activation. The input stays in SBUF between the sweeps when it fits, else it is loaded twice.
-// Results leave as rows: [Q, 1] partials transposed to [1, Q] and stored contiguously.
+// activation; the next group's first sweep is emitted before this group's second, so the two
+// engines overlap. The input stays in SBUF between the sweeps when it fits, else it is loaded
+// twice. Results leave as rows: the [Q, blocks] results transposed to [blocks, Q] (narrow: to
+// [1, g*C] and folded over j) and stored contiguously.
 
 namespace {
 
-constexpr int64_t kMaxGroupCols = 1024;  // columns per loaded row: 4 KiB runs of fp32
-constexpr int64_t kRunElems = 2048;      // narrow dense rows: elements per partition per load
+constexpr int64_t kMaxGroupCols = 1024;    // columns per loaded row: 4 KiB runs of fp32
+constexpr int64_t kRunElems = 2048;        // narrow dense rows: elements per partition per load
 constexpr uint64_t kRingBytes = 64 << 10;  // per partition: load buffers when not resident
-constexpr int kLoadQueues = 4;
-constexpr int kRegions = 16;             // PSUM [128, 128] fp32 regions (4 banks)
-constexpr int64_t kCols = 128;           // partial columns per block before a fold
+constexpr int kLoadQueues = 2;             // few: the first rows arrive early and VectorE starts
+constexpr int kRegions = 16;               // PSUM [128, 128] fp32 regions (4 banks)
+constexpr int64_t kCols = 128;             // partial columns per block before a fold
 constexpr uint64_t kResidentBytes = 96 << 10;  // per partition, for var/std's two sweeps
 
 struct Layout {
@@ -120,8 +122,8 @@ void fold_g_to_row(ProgramBuilder& b, const AccessPattern& res, uint32_t cw, int
   b.emit(kTensor, isa::transpose(isa::psum_tile(DType::kFp32, 1, prow_off, res.partitions), res));
   res_free = b.mark(kTensor);
   b.wait(kVector, res_free);
-  AccessPattern view = isa::sbuf(DType::kFp32, 0, 1, prow_off,
-                                 {{1, cw}, {int64_t{cw}, static_cast<uint32_t>(g)}});
+  AccessPattern view =
+      isa::sbuf(DType::kFp32, 0, 1, prow_off, {{1, cw}, {int64_t{cw}, static_cast<uint32_t>(g)}});
   view.space = MemSpace::kPsum;
   b.emit(kVector, isa::tensor_reduce(row, view, op));
   prow_free = b.mark(kVector);
@@ -137,8 +139,7 @@ bool prefer_transposed_rows(const OuterReduce& r, const CoreParams& core) {
   // Columns per partition: runs of W columns (as build_reduce's column kernel chooses them).
   const int64_t w = std::clamp<int64_t>((cols + P - 1) / P, 1, 1024);
   const double by_columns =
-      dma_estimate_ns(bytes, 4.0 * w, std::min<double>(P, static_cast<double>(cols) / w),
-                      core.dma);
+      dma_estimate_ns(bytes, 4.0 * w, std::min<double>(P, static_cast<double>(cols) / w), core.dma);
   const Layout L = choose_layout(cols, r.red_strides.back(), core.tensor.columns);
   const double by_rows =
       dma_estimate_ns(bytes, 4.0 * static_cast<double>(L.k * L.group_cols),
@@ -183,7 +184,7 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
   const uint64_t acc_base = b.alloc_sbuf(2 * uint64_t(max_blocks) * kCols * 4);
   const uint64_t res_base = b.alloc_sbuf(2 * uint64_t(max_blocks) * 4);
   const uint64_t fold_off = b.alloc_sbuf(uint64_t(max_blocks) * 4);
-  const uint64_t nmean_base = b.alloc_sbuf(2 * uint64_t(max_blocks) * 4);  // -mean per partition
+  const uint64_t nmean_base = b.alloc_sbuf(2 * uint64_t(max_blocks) * 4);     // -mean per partition
   const uint64_t sq_off = spec.variance ? b.alloc_sbuf(uint64_t(E) * 4) : 0;  // ScalarE dst
   const uint64_t sum_off = b.alloc_sbuf(uint64_t(E) * 4);                     // [1, C] sums
   const uint64_t row_off = b.alloc_sbuf(2 * uint64_t(E) * 4);  // result rows, two buffers
@@ -205,7 +206,8 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
   };
   std::vector<GroupAt> group_list;
   for_each_outer_kept(r.kept_sizes, r.kept_strides, [&](int64_t in_base, int64_t out_base) {
-    for (int64_t c0 = 0; c0 < cols; c0 += L.group_cols) group_list.push_back({in_base, out_base, c0});
+    for (int64_t c0 = 0; c0 < cols; c0 += L.group_cols)
+      group_list.push_back({in_base, out_base, c0});
   });
   // Group gi's first sweep (phase 0), or the rest (phase 1: var/std's mean and second sweep,
   // then the results). Consecutive groups use alternate buffers (par).
@@ -281,8 +283,7 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
               const uint64_t src_at = at + uint64_t(s * t.gt * gw + int64_t(blk) * E) * 4;
               const AccessPattern region = isa::psum_tile(DType::kFp32, q, region_off[ri], t.p);
               b.wait(kTensor, region_free[ri]);
-              b.emit(kTensor,
-                     isa::transpose(region, isa::sbuf_tile(DType::kFp32, t.p, src_at, q)));
+              b.emit(kTensor, isa::transpose(region, isa::sbuf_tile(DType::kFp32, t.p, src_at, q)));
               b.wait(folder, b.mark(kTensor));
               if (q < qfull) {  // partitions this slice does not reach hold the identity
                 b.emit(kVector, isa::memset(acc_col(blk, col, qfull), identity));
@@ -316,8 +317,8 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
         const AccessPattern nmean_all =
             isa::sbuf_tile(DType::kFp32, qmax, nmean_off, static_cast<uint32_t>(nb));
         if (L.g == 1) {
-          b.emit(kVector, isa::tensor_scalar(nmean_all, res_all, AluOp::kMultiply,
-                                             isa::imm(neg_inv)));
+          b.emit(kVector,
+                 isa::tensor_scalar(nmean_all, res_all, AluOp::kMultiply, isa::imm(neg_inv)));
         } else {
           const uint32_t cw = static_cast<uint32_t>(block_cols(0));
           fold_g_to_row(b, res(0, qmax), cw, L.g, prow_off, op,
@@ -329,8 +330,8 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
                  isa::transpose(pcol, isa::sbuf(DType::kFp32, 0, 1, sum_off,
                                                 {{0, static_cast<uint32_t>(L.g)}, {1, cw}})));
           b.wait(kVector, b.mark(kTensor));
-          b.emit(kVector, isa::tensor_scalar(nmean(0, qmax), pcol, AluOp::kMultiply,
-                                             isa::imm(neg_inv)));
+          b.emit(kVector,
+                 isa::tensor_scalar(nmean(0, qmax), pcol, AluOp::kMultiply, isa::imm(neg_inv)));
           pcol_free = b.mark(kVector);
         }
         mean_ready[par] = b.mark(kVector);
@@ -348,8 +349,8 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
       // The group's results: scaled (var: 1 / dof) and rooted (std) as columns, transposed to
       // rows and stored.
       if (spec.scale != 1.0f) {
-        b.emit(kVector, isa::tensor_scalar(res_all, res_all, AluOp::kMultiply,
-                                           isa::imm(spec.scale)));
+        b.emit(kVector,
+               isa::tensor_scalar(res_all, res_all, AluOp::kMultiply, isa::imm(spec.scale)));
       }
       const int rb = par;
       const uint64_t row_at = row_off + uint64_t(rb) * E * 4;
@@ -377,11 +378,10 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
         // Full blocks in one transfer, a narrower last block in another.
         const int full = block_cols(nb - 1) == E ? nb : nb - 1;
         if (full > 0) {
-          b.emit(qout, isa::dma_copy(hbm_ap(out, out_base + c0 * out_stride,
-                                            static_cast<uint32_t>(full), E * out_stride,
-                                            {{out_stride, E}}),
-                                     isa::sbuf_tile(DType::kFp32, static_cast<uint32_t>(full),
-                                                    row_at, E)));
+          b.emit(qout, isa::dma_copy(
+                           hbm_ap(out, out_base + c0 * out_stride, static_cast<uint32_t>(full),
+                                  E * out_stride, {{out_stride, E}}),
+                           isa::sbuf_tile(DType::kFp32, static_cast<uint32_t>(full), row_at, E)));
         }
         if (full < nb) {
           const uint32_t cw = static_cast<uint32_t>(block_cols(nb - 1));
@@ -411,10 +411,10 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
       if (spec.sqrt) b.wait(kScalar, row_free[rb]);
     }
   };
-  // Group gi + 1's first sweep is emitted before group gi's second, so the engines of the two
-  // overlap; not when the one set of resident buffers would make the next group's loads wait
-  // for this group's second sweep.
-  const bool pipelined = !resident || group_sets == 2;
+  // var/std: group gi + 1's first sweep is emitted before group gi's second, so VectorE's
+  // sums and ScalarE's squares overlap; not when the one set of resident buffers would make the
+  // next group's loads wait for this group's second sweep.
+  const bool pipelined = spec.variance && (!resident || group_sets == 2);
   for (size_t gi = 0; gi < group_list.size(); ++gi) {
     group_phase(gi, 0);
     if (!pipelined) {

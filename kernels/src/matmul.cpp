@@ -584,9 +584,9 @@ class MatmulEmitter {
     b_.wait(kVector, b_.mark(q));
     const AccessPattern col = isa::sbuf_tile(DType::kFp32, P, scale_off_, 1);
     for (size_t i = 1; i < n; ++i) {
-      b_.emit(kVector, isa::tensor_tensor(col, col,
-                                          isa::sbuf_tile(DType::kFp32, P, scale_off_ + i * 4, 1),
-                                          AluOp::kMultiply));
+      b_.emit(kVector,
+              isa::tensor_tensor(col, col, isa::sbuf_tile(DType::kFp32, P, scale_off_ + i * 4, 1),
+                                 AluOp::kMultiply));
     }
     if (spec_.alpha != 1.0f) {
       b_.emit(kVector, isa::tensor_scalar(col, col, AluOp::kMultiply, isa::imm(spec_.alpha)));
@@ -686,8 +686,7 @@ class MatmulEmitter {
         b_.wait(kScalar, done);
         b_.wait(kScalar, bias_ready);
         for (const Token& w : out_prev_[os]) b_.wait(kScalar, w);
-        b_.emit(kScalar,
-                isa::activation(out, acc, f, alpha(t.mw), isa::per_partition(col)));
+        b_.emit(kScalar, isa::activation(out, acc, f, alpha(t.mw), isa::per_partition(col)));
         charge_scalar(t.nw);
         const Token r = b_.mark(kScalar);
         bank_release_[t.bank] = r;

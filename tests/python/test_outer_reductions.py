@@ -64,7 +64,9 @@ def test_outer_dim_reduction_matches_cpu_in_isa_mode(op, shape, dims, keepdim, d
     # rows); the device folds in fp32, as the CPU does for float32 input.
     ref_x = x.float() if op == "prod" else x
     expected = fn(ref_x, dims, keepdim)
-    expected = tuple(t.to(dtype) for t in (expected if isinstance(expected, tuple) else (expected,)))
+    expected = tuple(
+        t.to(dtype) for t in (expected if isinstance(expected, tuple) else (expected,))
+    )
     xd = x.to("neuron")
     got = _isa(lambda: fn(xd, dims, keepdim))
     assert not neuronsim.get_fallback_ops(), neuronsim.get_fallback_ops()

@@ -27,10 +27,11 @@ using Token = ProgramBuilder::Token;
 // g*C partitions (j, c); the g partials of each column fold after a transpose back to a row.
 // var/std run the same sweep twice: the sums give the mean, which reaches the partitions of the
 // second sweep as a per-partition bias, and ScalarE squares (x - mean) with an accumulating
-// activation; the next group's first sweep is emitted before this group's second, so the two
-// engines overlap. The input stays in SBUF between the sweeps when it fits, else it is loaded
-// twice. Results leave as rows: the [Q, blocks] results transposed to [blocks, Q] (narrow: to
-// [1, g*C] and folded over j) and stored contiguously.
+// activation (one per block of up to four resident row tiles side by side in a PSUM bank); the
+// column groups are software-pipelined (first sweep, second sweep, results of three groups in
+// flight) so the engines overlap. The input stays in SBUF between the sweeps when it fits, else
+// it is loaded twice. Results leave as rows: the [Q, blocks] results transposed to [blocks, Q]
+// (narrow: to [1, g*C] and folded over j) and stored contiguously.
 
 namespace {
 
@@ -38,6 +39,7 @@ constexpr int64_t kMaxGroupCols = 1024;    // columns per loaded row: 4 KiB runs
 constexpr int64_t kRunElems = 2048;        // narrow dense rows: elements per partition per load
 constexpr uint64_t kRingBytes = 64 << 10;  // per partition: load buffers when not resident
 constexpr int kLoadQueues = 2;             // few: the first rows arrive early and VectorE starts
+constexpr int kSets = 3;                   // buffer sets of partials and results: groups in flight
 constexpr int kRegions = 16;               // PSUM [128, 128] fp32 regions (4 banks)
 constexpr int64_t kCols = 128;             // partial columns per block before a fold
 constexpr uint64_t kResidentBytes = 96 << 10;  // per partition, for var/std's two sweeps
@@ -181,13 +183,14 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
   const uint64_t x_off = b.alloc_sbuf(uint64_t(slots) * tile_bytes);
   // Partial columns, column-major: column col of block blk at (col * max_blocks + blk), so one
   // instruction folds every block's columns into res [Q, blocks].
-  const uint64_t acc_base = b.alloc_sbuf(2 * uint64_t(max_blocks) * kCols * 4);
-  const uint64_t res_base = b.alloc_sbuf(2 * uint64_t(max_blocks) * 4);
+  const uint64_t acc_base = b.alloc_sbuf(kSets * uint64_t(max_blocks) * kCols * 4);
+  const uint64_t res_base = b.alloc_sbuf(kSets * uint64_t(max_blocks) * 4);
   const uint64_t fold_off = b.alloc_sbuf(uint64_t(max_blocks) * 4);
-  const uint64_t nmean_base = b.alloc_sbuf(2 * uint64_t(max_blocks) * 4);     // -mean per partition
-  const uint64_t sq_off = spec.variance ? b.alloc_sbuf(uint64_t(E) * 4) : 0;  // ScalarE dst
-  const uint64_t sum_off = b.alloc_sbuf(uint64_t(E) * 4);                     // [1, C] sums
-  const uint64_t row_off = b.alloc_sbuf(2 * uint64_t(E) * 4);  // result rows, two buffers
+  const uint64_t nmean_base =
+      b.alloc_sbuf(kSets * uint64_t(max_blocks) * 4);  // -mean per partition
+  const uint64_t sq_off = spec.variance ? b.alloc_sbuf(4 * uint64_t(E) * 4) : 0;  // ScalarE dst
+  const uint64_t sum_off = b.alloc_sbuf(uint64_t(E) * 4);                         // [1, C] sums
+  const uint64_t row_off = b.alloc_sbuf(kSets * uint64_t(E) * 4);                 // result rows
   uint64_t region_off[kRegions];
   for (int i = 0; i < kRegions; i += 4) {
     const uint64_t bank = b.alloc_psum_bank();
@@ -197,7 +200,8 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
   const uint64_t pcol_off = b.alloc_psum_bank();  // [Q, 1] broadcast sums
   const StreamId qout = dma_queue(kLoadQueues);
   std::vector<Token> slot_free(static_cast<size_t>(slots));
-  Token region_free[kRegions], row_free[2], res_free_of[2], mean_ready[2], prow_free, pcol_free;
+  Token region_free[kRegions], row_free[kSets], res_free_of[kSets], mean_ready[kSets], prow_free,
+      pcol_free;
   uint64_t loads = 0, regions = 0;
   const float identity = identity_of(op);
 
@@ -209,13 +213,14 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
     for (int64_t c0 = 0; c0 < cols; c0 += L.group_cols)
       group_list.push_back({in_base, out_base, c0});
   });
-  // Group gi's first sweep (phase 0), or the rest (phase 1: var/std's mean and second sweep,
-  // then the results). Consecutive groups use alternate buffers (par).
+  // Group gi's first sweep (phase 0, with var/std's mean), var/std's second sweep (phase 1),
+  // or its results (phase 2). Consecutive groups rotate through kSets buffer sets (par).
   auto group_phase = [&](size_t gi, int phase) {
     {
       const int64_t in_base = group_list[gi].in_base, out_base = group_list[gi].out_base,
                     c0 = group_list[gi].c0;
-      const int par = static_cast<int>(gi % 2);
+      const int par = static_cast<int>(gi % kSets);
+      const int64_t set = static_cast<int64_t>(gi % uint64_t(group_sets));  // resident rows
       const uint64_t acc_off = acc_base + uint64_t(par) * max_blocks * kCols * 4;
       const uint64_t res_off = res_base + uint64_t(par) * max_blocks * 4;
       const uint64_t nmean_off = nmean_base + uint64_t(par) * max_blocks * 4;
@@ -251,8 +256,8 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
         int64_t col = 0, tile_index = 0;
         const StreamId folder = second ? kScalar : kVector;
         for_each_row_tile(outer, rows, L, P, [&](const RowTile& t) {
-          const int64_t slot = resident ? (par % group_sets) * tiles + tile_index
-                                        : static_cast<int64_t>(loads % uint64_t(slots));
+          const int64_t slot =
+              resident ? set * tiles + tile_index : static_cast<int64_t>(loads % uint64_t(slots));
           ++tile_index;
           const uint64_t at = x_off + uint64_t(slot) * tile_bytes;
           if (!(second && resident)) {
@@ -310,6 +315,76 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
         b.emit(kVector, isa::tensor_reduce(res_all, acc_view(col), op));
       };
 
+      // var/std's second sweep over resident rows, block by block: the block's slices of up to
+      // four row tiles side by side in one PSUM bank, squared and summed by one ScalarE
+      // activation (its fixed cost paid per bank, not per slice).
+      auto second_sweep_resident = [&]() {
+        int64_t col = 0;
+        for (int blk = 0; blk < nb; ++blk) {
+          col = 0;
+          int64_t fill = 0, batch_gt = 0;
+          int bank = 0;
+          const uint32_t qfull = q_of(blk, L.g);
+          auto flush = [&]() {
+            if (fill == 0) return;
+            const uint32_t q = q_of(blk, batch_gt);
+            if (col == kCols) {  // fold this block's full columns into its column 0
+              b.wait(kVector, b.mark(kScalar));
+              const AccessPattern fold = isa::sbuf_tile(DType::kFp32, qfull, fold_off, 1);
+              b.emit(kVector, isa::tensor_reduce(
+                                  fold,
+                                  isa::sbuf(DType::kFp32, 0, qfull, acc_off + uint64_t(blk) * 4,
+                                            {{max_blocks, static_cast<uint32_t>(kCols)}}),
+                                  ReduceOp::kAdd));
+              b.emit(kVector, isa::tensor_copy(acc_col(blk, 0, qfull), fold));
+              col = 1;
+              b.wait(kScalar, b.mark(kVector));
+            }
+            if (q < qfull) {
+              b.emit(kVector, isa::memset(acc_col(blk, col, qfull), 0.0f));
+              b.wait(kScalar, b.mark(kVector));
+            }
+            b.wait(kScalar, b.mark(kTensor));
+            const uint32_t n = static_cast<uint32_t>(fill);
+            Instruction sq = isa::activation(
+                isa::sbuf_tile(DType::kFp32, q, sq_off, n),
+                isa::psum_tile(DType::kFp32, q, region_off[4 * bank], n), ActFunc::kSquare,
+                isa::imm(1.0f), isa::per_partition(nmean(blk, q)));
+            sq.acc_dst = acc_col(blk, col, q);
+            sq.has_acc_dst = true;
+            b.emit(kScalar, sq);
+            const Token done = b.mark(kScalar);
+            for (int j = 0; j < 4; ++j) region_free[4 * bank + j] = done;
+            ++col;
+            fill = 0;
+          };
+          int64_t tile_index = 0;
+          for_each_row_tile(outer, rows, L, P, [&](const RowTile& t) {
+            const uint64_t at = x_off + uint64_t(set * tiles + tile_index++) * tile_bytes;
+            for (int64_t s = 0; s < t.kt / t.gt; ++s) {
+              if (fill > 0 && (fill + t.p > 4 * int64_t{E} || t.gt != batch_gt)) flush();
+              if (fill == 0) {
+                bank = static_cast<int>(regions++ % (kRegions / 4));
+                for (int j = 0; j < 4; ++j) b.wait(kTensor, region_free[4 * bank + j]);
+                batch_gt = t.gt;
+              }
+              const uint32_t q = q_of(blk, t.gt);
+              const uint64_t src_at = at + uint64_t(s * t.gt * gw + int64_t(blk) * E) * 4;
+              b.emit(kTensor, isa::transpose(isa::psum_tile(DType::kFp32, q,
+                                                            region_off[4 * bank] + fill * 4, t.p),
+                                             isa::sbuf_tile(DType::kFp32, t.p, src_at, q)));
+              fill += t.p;
+            }
+          });
+          flush();
+        }
+        const Token read = b.mark(kTensor);
+        for (int64_t i = 0; i < tiles; ++i) slot_free[size_t(set * tiles + i)] = read;
+        b.wait(kVector, b.mark(kScalar));
+        b.wait(kVector, res_free);
+        b.emit(kVector, isa::tensor_reduce(res_all, acc_view(col), ReduceOp::kAdd));
+      };
+
       // -mean on every partition (j, c) of each block (g > 1: the sums as a row, folded over
       // j and broadcast back), right after the first sweep so the second can start.
       auto mean_of_sweep = [&]() {
@@ -342,9 +417,14 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
         if (spec.variance) mean_of_sweep();
         return;
       }
-      if (spec.variance) {
+      if (phase == 1) {
         b.wait(kScalar, mean_ready[par]);
-        sweep(true);
+        if (resident) {
+          second_sweep_resident();
+        } else {
+          sweep(true);
+        }
+        return;
       }
       // The group's results: scaled (var: 1 / dof) and rooted (std) as columns, transposed to
       // rows and stored.
@@ -411,19 +491,24 @@ Program build_transposed_column_reduce(const std::string& name, const TensorDesc
       if (spec.sqrt) b.wait(kScalar, row_free[rb]);
     }
   };
-  // var/std: group gi + 1's first sweep is emitted before group gi's second, so VectorE's
-  // sums and ScalarE's squares overlap; not when the one set of resident buffers would make the
-  // next group's loads wait for this group's second sweep.
-  const bool pipelined = spec.variance && (!resident || group_sets == 2);
-  for (size_t gi = 0; gi < group_list.size(); ++gi) {
-    group_phase(gi, 0);
-    if (!pipelined) {
-      group_phase(gi, 1);
-    } else if (gi > 0) {
-      group_phase(gi - 1, 1);
+  // var/std: step i emits group i's first sweep, group i - 1's second and group i - 2's
+  // results, so VectorE's sums, ScalarE's squares and TensorE's transposes of neighbouring
+  // groups overlap (three buffer sets; the resident rows of two groups). With one set of
+  // resident rows the next group's loads would wait for this group's second sweep: in order.
+  const size_t n = group_list.size();
+  if (!spec.variance || (resident && group_sets < 2)) {
+    for (size_t gi = 0; gi < n; ++gi) {
+      group_phase(gi, 0);
+      if (spec.variance) group_phase(gi, 1);
+      group_phase(gi, 2);
+    }
+  } else {
+    for (size_t step = 0; step < n + 2; ++step) {
+      if (step < n) group_phase(step, 0);
+      if (step >= 1 && step - 1 < n) group_phase(step - 1, 1);
+      if (step >= 2 && step - 2 < n) group_phase(step - 2, 2);
     }
   }
-  if (pipelined && !group_list.empty()) group_phase(group_list.size() - 1, 1);
   return std::move(b).build();
 }
 

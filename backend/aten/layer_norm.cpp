@@ -3,6 +3,7 @@
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/layer_norm.h"
+#include "neuronsim/kernels/spmd.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -13,26 +14,26 @@ using Programs = std::vector<device::Program>;
 
 NativeOpTable layer_norm_ops() {
   NativeOpTable ops;
-  ops.push_back({"aten::native_layer_norm", [](const OpInvocation& inv) {
-                   kernels::LayerNormIo io;
-                   io.in = inv.describe(inv.tensor(0));
-                   io.out = inv.describe(inv.outputs.at(0));
-                   io.normalized_dims =
-                       static_cast<int64_t>(inv.arg("normalized_shape").toIntVector().size());
-                   const at::Tensor w =
-                       inv.arg("weight").isTensor() ? inv.arg("weight").toTensor() : at::Tensor();
-                   const at::Tensor b =
-                       inv.arg("bias").isTensor() ? inv.arg("bias").toTensor() : at::Tensor();
-                   if (w.defined()) io.weight = inv.describe(w);
-                   if (b.defined()) io.bias = inv.describe(b);
-                   if (inv.outputs.size() > 2 && inv.outputs[1].defined() &&
-                       inv.outputs[1].numel() > 0) {
-                     io.mean = inv.describe(inv.outputs[1]);
-                     io.rstd = inv.describe(inv.outputs[2]);
-                   }
-                   io.eps = static_cast<float>(inv.scalar("eps", 1e-5));
-                   return Programs{kernels::build_layer_norm(inv.name, io, inv.core())};
-                 }});
+  ops.push_back(
+      {"aten::native_layer_norm", [](const OpInvocation& inv) {
+         kernels::LayerNormIo io;
+         io.in = inv.describe(inv.tensor(0));
+         io.out = inv.describe(inv.outputs.at(0));
+         io.normalized_dims =
+             static_cast<int64_t>(inv.arg("normalized_shape").toIntVector().size());
+         const at::Tensor w =
+             inv.arg("weight").isTensor() ? inv.arg("weight").toTensor() : at::Tensor();
+         const at::Tensor b =
+             inv.arg("bias").isTensor() ? inv.arg("bias").toTensor() : at::Tensor();
+         if (w.defined()) io.weight = inv.describe(w);
+         if (b.defined()) io.bias = inv.describe(b);
+         if (inv.outputs.size() > 2 && inv.outputs[1].defined() && inv.outputs[1].numel() > 0) {
+           io.mean = inv.describe(inv.outputs[1]);
+           io.rstd = inv.describe(inv.outputs[2]);
+         }
+         io.eps = static_cast<float>(inv.scalar("eps", 1e-5));
+         return Programs{kernels::build_layer_norm_grid(inv.name, io, inv.core(), inv.grid)};
+       }});
   ops.push_back({"aten::native_layer_norm_backward",
                  [](const OpInvocation& inv) {
                    kernels::LayerNormBackwardIo io;

@@ -34,6 +34,38 @@ kernels::TensorDesc as_matrix(const OpInvocation& inv, const at::Tensor& t, bool
   return d;
 }
 
+bool is_fp8(const at::Tensor& t) {
+  return t.defined() &&
+         (t.scalar_type() == at::kFloat8_e4m3fn || t.scalar_type() == at::kFloat8_e5m2);
+}
+
+// torch._scaled_mm as the library's FP8 matmul (double-row on trn2): FP8 matrices, tensor-wise
+// fp32 scales (one value each, read by the program), an optional bias, a 16- or 32-bit float
+// output. Other forms (row-wise scales, scale_result, other dtypes) take the CPU path.
+bool scaled_mm_supported(const OpInvocation& inv) {
+  const at::Tensor a = inv.tensor(0), b = inv.tensor(1), sa = inv.tensor(2), sb = inv.tensor(3);
+  if (!is_fp8(a) || !is_fp8(b) || a.dim() != 2 || b.dim() != 2) return false;
+  for (const at::Tensor& s : {sa, sb}) {
+    if (!s.defined() || s.scalar_type() != at::kFloat || s.numel() != 1) return false;
+  }
+  if (inv.has_arg("scale_result") && !inv.arg("scale_result").isNone()) return false;
+  // The output's dtype (outputs are not allocated yet): out_dtype, the out= tensor's, or the
+  // operands' (an FP8 output, which this kernel does not write).
+  at::ScalarType out = a.scalar_type();
+  if (inv.has_arg("out") && inv.arg("out").isTensor()) {
+    out = inv.arg("out").toTensor().scalar_type();
+  } else if (inv.has_arg("out_dtype") && !inv.arg("out_dtype").isNone()) {
+    out = static_cast<at::ScalarType>(inv.arg("out_dtype").toInt());
+  }
+  if (out != at::kFloat && out != at::kBFloat16 && out != at::kHalf) return false;
+  if (inv.has_arg("bias") && inv.arg("bias").isTensor()) {
+    const at::Tensor bias = inv.arg("bias").toTensor();
+    if (bias.defined() && (!c10::isFloatingType(bias.scalar_type()) || bias.dim() != 1))
+      return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 NativeOpTable matmul_ops() {
@@ -71,6 +103,20 @@ NativeOpTable matmul_ops() {
                    },
                    all_float});
   }
+  ops.push_back({"aten::_scaled_mm",
+                 [](const OpInvocation& inv) {
+                   kernels::MatmulSpec spec;
+                   spec.scales = {inv.describe(inv.tensor(2)), inv.describe(inv.tensor(3))};
+                   std::optional<kernels::TensorDesc> bd;
+                   if (inv.has_arg("bias") && inv.arg("bias").isTensor() &&
+                       inv.arg("bias").toTensor().defined()) {
+                     bd = inv.describe(inv.arg("bias").toTensor());
+                   }
+                   return Programs{kernels::build_matmul_grid(
+                       inv.name, inv.describe(inv.tensor(0)), inv.describe(inv.tensor(1)),
+                       inv.describe(inv.outputs.at(0)), bd, spec, inv.core(), inv.grid)};
+                 },
+                 scaled_mm_supported});
   return ops;
 }
 

@@ -9,6 +9,7 @@
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/reduction.h"
+#include "neuronsim/kernels/spmd.h"
 #include "neuronsim/kernels/tiling.h"
 
 namespace neuronsim::backend {
@@ -90,7 +91,8 @@ float mean_scale(int64_t count) {
 Programs reduce_program(const OpInvocation& inv, const at::Tensor& in, const at::Tensor& out,
                         kernels::ReduceSpec spec) {
   spec.dims = dims_arg(inv, "dim", in.dim());
-  return {kernels::build_reduce(inv.name, inv.describe(in), inv.describe(out), spec, inv.core())};
+  return {kernels::build_reduce_grid(inv.name, inv.describe(in), inv.describe(out), spec,
+                                     inv.core(), inv.grid)};
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/softmax.h"
+#include "neuronsim/kernels/spmd.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -17,17 +18,18 @@ NativeOpTable softmax_ops() {
     const bool log = std::string(n) == "aten::_log_softmax";
     ops.push_back({n, [log](const OpInvocation& inv) {
                      const at::Tensor in = inv.tensor(0);
-                     return Programs{kernels::build_softmax(
+                     return Programs{kernels::build_softmax_grid(
                          inv.name, inv.describe(in), inv.describe(inv.outputs.at(0)),
-                         inv.arg("dim").toInt(), log, inv.core())};
+                         inv.arg("dim").toInt(), log, inv.core(), inv.grid)};
                    }});
   }
   for (const char* n : {"aten::_softmax_backward_data", "aten::_log_softmax_backward_data"}) {
     const bool log = std::string(n) == "aten::_log_softmax_backward_data";
     ops.push_back({n, [log](const OpInvocation& inv) {
-                     return Programs{kernels::build_softmax_backward(
+                     return Programs{kernels::build_softmax_backward_grid(
                          inv.name, inv.describe(inv.tensor(0)), inv.describe(inv.tensor(1)),
-                         inv.describe(inv.outputs.at(0)), inv.arg("dim").toInt(), log, inv.core())};
+                         inv.describe(inv.outputs.at(0)), inv.arg("dim").toInt(), log, inv.core(),
+                         inv.grid)};
                    }});
   }
   return ops;

@@ -182,7 +182,8 @@ class MatmulEmitter {
     s.bias = bias_.has_value();
     s.bias_rows = s.bias && bias_rs_ != 0;
     s.bias_column = bias_column_;
-    s.tmp = s.bias && !bias_column_ && (spec_.epilogue != ActFunc::kCopy || spec_.alpha != 1.0f);
+    scaled_ = spec_.alpha != 1.0f || !spec_.scales.empty();
+    s.tmp = s.bias && !bias_column_ && (spec_.epilogue != ActFunc::kCopy || scaled_);
     s.transposed_out = swapped_;
     tmp_ = s.tmp;
     ordered_ = !A_.natural && !B_.natural;
@@ -213,6 +214,7 @@ class MatmulEmitter {
       R.slots_off = b_.alloc_sbuf(r_slots * R.chunk_bytes);
       S.slots_off = b_.alloc_sbuf(s_slots * S.chunk_bytes);
     }
+    if (!spec_.scales.empty()) load_scales();
     for (uint32_t i = 0; i < 2 * p_.acc_banks; ++i) acc_bank_.push_back(b_.alloc_psum_bank());
     for (uint32_t i = 0; i < p_.tr_banks; ++i) tr_bank_.push_back(b_.alloc_psum_bank());
     bank_release_.resize(2 * p_.gm * p_.gn);
@@ -778,6 +780,41 @@ class MatmulEmitter {
     emitted_ = i1 + 1;
   }
 
+  // The product's scale (alpha times every spec_.scales value) on every partition: each value
+  // loads broadcast to all partitions and VectorE multiplies them into one column.
+  void load_scales() {
+    const uint32_t P = core_.tensor.rows;
+    const size_t n = spec_.scales.size();
+    scale_off_ = b_.alloc_sbuf(n * 4);
+    const StreamId q = kDma(kBiasQueue);
+    for (size_t i = 0; i < n; ++i) {
+      const TensorDesc& s = spec_.scales[i];
+      if (s.numel() != 1) {
+        throw std::invalid_argument(
+            fmt::format("matmul scale {} must hold one value, got {}", i, s.to_string()));
+      }
+      b_.emit(q, isa::dma_copy(isa::sbuf_tile(DType::kFp32, P, scale_off_ + i * 4, 1),
+                               hbm_ap(s, 0, P, 0, {{1, 1}})));
+    }
+    b_.wait(kVector, b_.mark(q));
+    const AccessPattern col = isa::sbuf_tile(DType::kFp32, P, scale_off_, 1);
+    for (size_t i = 1; i < n; ++i) {
+      b_.emit(kVector,
+              isa::tensor_tensor(col, col, isa::sbuf_tile(DType::kFp32, P, scale_off_ + i * 4, 1),
+                                 AluOp::kMultiply));
+    }
+    if (spec_.alpha != 1.0f) {
+      b_.emit(kVector, isa::tensor_scalar(col, col, AluOp::kMultiply, isa::imm(spec_.alpha)));
+    }
+    scale_ready_ = b_.mark(kVector);
+  }
+
+  // The epilogue's scale operand for a tile of `rows` partitions.
+  ScalarOperand alpha(uint32_t rows) const {
+    if (spec_.scales.empty()) return isa::imm(spec_.alpha);
+    return isa::per_partition(isa::sbuf_tile(DType::kFp32, rows, scale_off_, 1));
+  }
+
   // Loads the group's bias (scaled by beta) into a bias slot; returns its ready token.
   Token load_bias(const Group& g, uint64_t off) {
     const uint32_t P = core_.tensor.rows;
@@ -841,6 +878,7 @@ class MatmulEmitter {
       bias_ready = load_bias(g, bias_slot);
     }
     const ActFunc f = spec_.epilogue;
+    for (StreamId e : {kVector, kScalar}) b_.wait(e, scale_ready_);
     for (size_t ti = 0; ti < tiles.size(); ++ti) {
       const TileGeom& t = tiles[ti];
       const Token done = tile_done_[ti];
@@ -863,8 +901,7 @@ class MatmulEmitter {
         b_.wait(kScalar, done);
         b_.wait(kScalar, bias_ready);
         for (const Token& w : out_prev_[os]) b_.wait(kScalar, w);
-        b_.emit(kScalar,
-                isa::activation(out, acc, f, isa::imm(spec_.alpha), isa::per_partition(col)));
+        b_.emit(kScalar, isa::activation(out, acc, f, alpha(t.mw), isa::per_partition(col)));
         charge_scalar(t.nw);
         const Token r = b_.mark(kScalar);
         bank_release_[t.bank] = r;
@@ -882,11 +919,10 @@ class MatmulEmitter {
         b_.wait(reader, done);
         for (const Token& w : out_prev_[os]) b_.wait(reader, w);
         if (reader == kVector) {
-          b_.emit(kVector, spec_.alpha == 1.0f ? isa::tensor_copy(out, acc)
-                                               : isa::tensor_scalar(out, acc, AluOp::kMultiply,
-                                                                    isa::imm(spec_.alpha)));
+          b_.emit(kVector, !scaled_ ? isa::tensor_copy(out, acc)
+                                    : isa::tensor_scalar(out, acc, AluOp::kMultiply, alpha(t.mw)));
         } else {
-          b_.emit(kScalar, isa::activation(out, acc, f, isa::imm(spec_.alpha)));
+          b_.emit(kScalar, isa::activation(out, acc, f, alpha(t.mw)));
         }
         const Token r = b_.mark(reader);
         bank_release_[t.bank] = r;
@@ -907,8 +943,8 @@ class MatmulEmitter {
       b_.wait(kVector, bias_ready);
       if (tmp_) b_.wait(kVector, tmp_release_[ts]);
       AccessPattern src = acc;
-      if (spec_.alpha != 1.0f) {
-        b_.emit(kVector, isa::tensor_scalar(tmp, acc, AluOp::kMultiply, isa::imm(spec_.alpha)));
+      if (scaled_) {
+        b_.emit(kVector, isa::tensor_scalar(tmp, acc, AluOp::kMultiply, alpha(t.mw)));
         src = tmp;
         pick_engine(t.nw, false);
       }
@@ -1019,6 +1055,9 @@ class MatmulEmitter {
   // (issue_pieces); with a natural operand they are issued as before, chunk by chunk.
   bool ordered_ = false;
   bool double_row_ = false;  // FP8 x FP8 matmuls contract two k-tiles each (ARCH-v3)
+  bool scaled_ = false;      // the epilogue multiplies by alpha or the scale tensors
+  uint64_t scale_off_ = 0;   // [P, scales] fp32: column 0 is the product's scale
+  Token scale_ready_;
   struct PendingTile {
     TileGeom t;
     AccessPattern out;

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "column_reduce.h"
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/tiling.h"
@@ -36,29 +37,6 @@ struct Dims {
   std::vector<int64_t> sizes;
   std::vector<int64_t> in_strides, out_strides;
 };
-
-// Calls fn(in_base, out_base) for every index of the kept dims but the innermost: that index's
-// element offsets in the input and the output (ks[0], ks[1] are their strides).
-template <typename Fn>
-void for_each_outer_kept(const std::vector<int64_t>& sizes,
-                         const std::vector<std::vector<int64_t>>& ks, Fn&& fn) {
-  const size_t nk = sizes.size();
-  std::vector<int64_t> idx(nk - 1, 0);
-  while (true) {
-    int64_t in_base = 0, out_base = 0;
-    for (size_t j = 0; j + 1 < nk; ++j) {
-      in_base += idx[j] * ks[0][j];
-      out_base += idx[j] * ks[1][j];
-    }
-    fn(in_base, out_base);
-    size_t j = 0;
-    for (; j + 1 < nk; ++j) {
-      if (++idx[j] < sizes[j]) break;
-      idx[j] = 0;
-    }
-    if (j + 1 >= nk) return;
-  }
-}
 
 // Sums over dims that lie outside the kept innermost dim in memory (x.sum(0) of a row-major
 // matrix: bias gradients, batch sums). Reduced rows go on partitions and TensorE adds them,
@@ -274,9 +252,15 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
       kept.sizes.back() > 1 && ks[0].back() == 1 && rs[0].back() != 1) {
     return build_column_sum(name, in, out, spec, kept.sizes, ks, red.sizes, rs[0], core);
   }
-  if (spec.op != ReduceOp::kAdd && !spec.arg && !spec.variance && !spec.nonzero && !spec.sqrt &&
-      red_total > 1 && kept_total > 0 && kept.sizes.back() > 1 && ks[0].back() == 1 &&
-      rs[0].back() != 1) {
+  // Outer-dim max/min/prod and var/std (Note [Outer-dim reductions], column_reduce.cpp).
+  const bool outer_dims = red_total > 1 && kept_total > 0 && kept.sizes.back() > 1 &&
+                          ks[0].back() == 1 && rs[0].back() != 1 && !spec.arg && !spec.nonzero &&
+                          !spec.abs && spec.power == 1.0f && spec.root == 1.0f;
+  if (outer_dims && (spec.variance || (spec.op != ReduceOp::kAdd && !spec.sqrt))) {
+    const OuterReduce r{kept.sizes, ks, red.sizes, rs[0]};
+    if (spec.variance || prefer_transposed_rows(r, core)) {
+      return build_transposed_column_reduce(name, in, out, spec, r, core);
+    }
     return build_column_reduce(name, in, out, spec, kept.sizes, ks, red.sizes, rs[0], core);
   }
 

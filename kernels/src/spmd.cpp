@@ -120,7 +120,93 @@ std::optional<TensorDesc> slice_bias(const std::optional<TensorDesc>& bias, cons
   return slice_dim(*bias, d, begin, end);
 }
 
+// The dim of `t` among `allowed` that is outermost in memory with at least `min` elements; -1
+// when there is none.
+int64_t outermost_allowed(const TensorDesc& t, const std::vector<bool>& allowed, int64_t min) {
+  int64_t best = -1;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (!allowed[static_cast<size_t>(d)] || t.sizes[d] < min) continue;
+    if (best < 0 || std::llabs(t.strides[d]) > std::llabs(t.strides[best])) best = d;
+  }
+  return best;
+}
+
+bool enough_work(const TensorDesc& t, uint32_t grid) {
+  return grid > 1 && static_cast<int64_t>(t.numel()) >= kMinElementsPerCore * int64_t{grid};
+}
+
 }  // namespace
+
+Program build_reduce_grid(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                          const ReduceSpec& spec, const CoreParams& core, uint32_t grid) {
+  const int64_t nd = in.dim();
+  std::vector<bool> kept(static_cast<size_t>(nd), !spec.dims.empty());
+  for (int64_t d : spec.dims) kept.at(static_cast<size_t>(d < 0 ? d + nd : d)) = false;
+  const int64_t d = enough_work(in, grid) ? outermost_allowed(in, kept, grid) : -1;
+  if (d < 0) return build_reduce(name, in, out, spec, core);
+  // The output dim of input dim d: the same with keepdim, else d less the reduced dims before it.
+  int64_t od = d;
+  if (out.dim() != nd) {
+    for (int64_t k = 0; k < d; ++k) od -= kept[static_cast<size_t>(k)] ? 0 : 1;
+  }
+  std::vector<Program> parts;
+  for (const auto& [b0, b1] : split_range(in.sizes[d], grid)) {
+    parts.push_back(
+        build_reduce(name, slice_dim(in, d, b0, b1), slice_dim(out, od, b0, b1), spec, core));
+  }
+  return join_instances(name, std::move(parts));
+}
+
+Program build_softmax_grid(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                           int64_t dim, bool log, const CoreParams& core, uint32_t grid) {
+  std::vector<bool> allowed(static_cast<size_t>(in.dim()), true);
+  const int64_t sd = dim < 0 ? dim + in.dim() : dim;
+  if (sd >= 0 && sd < in.dim()) allowed[static_cast<size_t>(sd)] = false;
+  const int64_t d = enough_work(in, grid) ? outermost_allowed(in, allowed, grid) : -1;
+  if (d < 0) return build_softmax(name, in, out, dim, log, core);
+  std::vector<Program> parts;
+  for (const auto& [b0, b1] : split_range(in.sizes[d], grid)) {
+    parts.push_back(
+        build_softmax(name, slice_dim(in, d, b0, b1), slice_dim(out, d, b0, b1), dim, log, core));
+  }
+  return join_instances(name, std::move(parts));
+}
+
+Program build_softmax_backward_grid(const std::string& name, const TensorDesc& grad_out,
+                                    const TensorDesc& output, const TensorDesc& grad_in,
+                                    int64_t dim, bool log, const CoreParams& core, uint32_t grid) {
+  std::vector<bool> allowed(static_cast<size_t>(grad_in.dim()), true);
+  const int64_t sd = dim < 0 ? dim + grad_in.dim() : dim;
+  if (sd >= 0 && sd < grad_in.dim()) allowed[static_cast<size_t>(sd)] = false;
+  const int64_t d = enough_work(grad_in, grid) ? outermost_allowed(grad_in, allowed, grid) : -1;
+  if (d < 0) return build_softmax_backward(name, grad_out, output, grad_in, dim, log, core);
+  std::vector<Program> parts;
+  for (const auto& [b0, b1] : split_range(grad_in.sizes[d], grid)) {
+    parts.push_back(build_softmax_backward(name, slice_dim(grad_out, d, b0, b1),
+                                           slice_dim(output, d, b0, b1),
+                                           slice_dim(grad_in, d, b0, b1), dim, log, core));
+  }
+  return join_instances(name, std::move(parts));
+}
+
+Program build_layer_norm_grid(const std::string& name, const LayerNormIo& io,
+                              const CoreParams& core, uint32_t grid) {
+  // Rows are the leading dims; the kernel reads mean/rstd as dense [rows] in row order, so only
+  // the first dim splits (each part's rows a contiguous range of them).
+  const int64_t lead = io.in.dim() - io.normalized_dims;
+  const int64_t d = enough_work(io.in, grid) && lead > 0 && io.in.sizes[0] >= grid ? 0 : -1;
+  if (d < 0) return build_layer_norm(name, io, core);
+  std::vector<Program> parts;
+  for (const auto& [b0, b1] : split_range(io.in.sizes[d], grid)) {
+    LayerNormIo part = io;
+    part.in = slice_dim(io.in, d, b0, b1);
+    part.out = slice_dim(io.out, d, b0, b1);
+    if (io.mean) part.mean = slice_dim(*io.mean, d, b0, b1);
+    if (io.rstd) part.rstd = slice_dim(*io.rstd, d, b0, b1);
+    parts.push_back(build_layer_norm(name, part, core));
+  }
+  return join_instances(name, std::move(parts));
+}
 
 Program build_matmul_grid(const std::string& name, const TensorDesc& a, const TensorDesc& b,
                           const TensorDesc& c, const std::optional<TensorDesc>& bias,

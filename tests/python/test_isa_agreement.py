@@ -244,6 +244,19 @@ CASES = {
     "max_dim": (lambda a: a.max(1), (X,), EXACT),
     "argmax": (lambda a: a.argmax(1), (X,), EXACT),
     "var_std": (lambda a: a.var(1) + a.std(), (X,), FP32),
+    # outer dims: contiguous rows transposed on TensorE (column_reduce.cpp)
+    "outer_dim_reductions": (
+        lambda a: torch.cat(
+            [a.amax(0), a.amin(0), a.var(0), a.std(0, correction=0), torch.var_mean(a, 0)[0]]
+        ),
+        (X,),
+        FP32,
+    ),
+    "middle_dim_reductions": (
+        lambda a: torch.cat([a.amax(1).flatten(), a.prod(1).flatten(), a.std(1).flatten()]),
+        (B1,),
+        FP32,
+    ),
     # empty reductions: the op's identity (sum 0, prod 1, any False, all True), mean NaN
     "empty_reductions": (
         lambda a: torch.stack(
@@ -299,6 +312,19 @@ CASES = {
     "any_all": (lambda a: torch.stack([(a > 2).any(1), (a > -3).all(1)]), (X,), EXACT),
     # matmul
     "mm": (torch.mm, (X, W), FP32),
+    # FP8 (double-row on trn2); sizes the Meta kernel accepts (K and N multiples of 16)
+    "scaled_mm": (
+        lambda a, b, bias: torch._scaled_mm(
+            a[:, :288].to(torch.float8_e4m3fn),
+            b[:288, :64].t().contiguous().to(torch.float8_e4m3fn).t(),
+            torch.tensor(0.5, device=a.device),
+            torch.tensor(2.0, device=a.device),
+            bias=bias[:64],
+            out_dtype=torch.float32,
+        ),
+        (X, W, LB),
+        FP32,
+    ),
     "mm_transposed_b": (lambda a, b: a @ b.t().contiguous().t(), (X, W), FP32),
     "linear_bias": (lambda a, b: F.linear(a, b.t(), torch.ones(70, device=a.device)), (X, W), FP32),
     "addmm_scaled": (

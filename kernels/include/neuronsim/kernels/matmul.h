@@ -6,6 +6,7 @@
 // through two buffers; PSUM rotates over four banks; VectorE and ScalarE run the epilogue.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "neuronsim/device/isa.h"
 #include "neuronsim/device/params.h"
@@ -18,6 +19,10 @@ struct MatmulSpec {
   float alpha = 1.0f;
   float beta = 1.0f;  // scales the bias, when there is one
   device::ActFunc epilogue = device::ActFunc::kCopy;
+  /// One-element fp32 tensors in device memory that multiply the product with alpha
+  /// (torch._scaled_mm's tensor-wise scale_a and scale_b): read by the program, so their values
+  /// need not be known when it is built.
+  std::vector<TensorDesc> scales;
 };
 
 /// a: [..., M, K], b: [..., K, N], c: [..., M, N] with equal batch dims (a or b may have

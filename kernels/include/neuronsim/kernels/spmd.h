@@ -12,7 +12,10 @@
 #include "neuronsim/device/params.h"
 #include "neuronsim/device/program.h"
 #include "neuronsim/kernels/elementwise.h"
+#include "neuronsim/kernels/layer_norm.h"
 #include "neuronsim/kernels/matmul.h"
+#include "neuronsim/kernels/reduction.h"
+#include "neuronsim/kernels/softmax.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -46,6 +49,22 @@ device::Program build_elementwise_grid(const std::string& name,
                                        const std::vector<TensorDesc>& inputs, const TensorDesc& out,
                                        const Expr& expr, const device::CoreParams& core,
                                        uint32_t grid);
+
+/// Row kernels over `grid` physical cores: the tensors split along a dim the op keeps (for a
+/// reduction a kept dim, for softmax any dim but `dim`, for layer norm a leading row dim), the
+/// outermost in memory with at least `grid` indices; small tensors stay on one core.
+device::Program build_reduce_grid(const std::string& name, const TensorDesc& in,
+                                  const TensorDesc& out, const ReduceSpec& spec,
+                                  const device::CoreParams& core, uint32_t grid);
+device::Program build_softmax_grid(const std::string& name, const TensorDesc& in,
+                                   const TensorDesc& out, int64_t dim, bool log,
+                                   const device::CoreParams& core, uint32_t grid);
+device::Program build_softmax_backward_grid(const std::string& name, const TensorDesc& grad_out,
+                                            const TensorDesc& output, const TensorDesc& grad_in,
+                                            int64_t dim, bool log, const device::CoreParams& core,
+                                            uint32_t grid);
+device::Program build_layer_norm_grid(const std::string& name, const LayerNormIo& io,
+                                      const device::CoreParams& core, uint32_t grid);
 
 /// build_copy over `grid` physical cores, split as build_elementwise_grid splits.
 device::Program build_copy_grid(const std::string& name, const TensorDesc& in,

@@ -8,12 +8,17 @@ transformer block training step at most 0.6x of eager's simulated time, the MLP 
 0.7x; a compiled step's host wall time no worse than eager's. Compile time of each case is
 printed too (the first compiled steps, which trace and compile, are not measured). Host
 times are medians over --repeats rounds in which the two modes alternate (the machine may be
-shared); CPU time (the process's) is printed beside wall time. The training
-step compiles the model (forward and backward graphs) and the AdamW step (default options:
-foreach; eager runs the same optimizer eagerly); the loss runs eagerly in both modes. Last, the
-host time to compile a 2-layer transformer (forward and backward graphs) is printed.
+shared); CPU time (the process's) is printed beside wall time. Both modes compute their values
+with the same CPU ATen kernels, one torch thread by default: with two, every intra-op parallel
+region of either mode waits for its second thread on a shared machine, which measured the
+neighbours (a 2-CPU machine at load 8-10: the MLP forward's eager step 3.8-4.4 ms CPU at one thread,
+29-35 ms CPU and 80-120 ms wall at two; bench/README.md). ``--threads 0`` keeps torch's
+default. The training step compiles the model (forward and backward graphs) and the AdamW
+step (default options: foreach; eager runs the same optimizer eagerly); the loss runs eagerly
+in both modes. Last, the host time to compile a 2-layer transformer (forward and backward
+graphs) is printed.
 
-    .venv/bin/python bench/compile_bench.py [--repeats 5] [--threads N]
+    .venv/bin/python bench/compile_bench.py [--repeats 5] [--threads 1]
 """
 
 from __future__ import annotations
@@ -168,7 +173,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="alternating rounds per case")
     parser.add_argument(
-        "--threads", type=int, default=0, help="torch CPU threads for both modes (0: default)"
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads for both modes (0: torch's default)",
     )
     args = parser.parse_args()
     if args.threads:
@@ -176,7 +184,7 @@ def main() -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(
         f"host: {torch.get_num_threads()} torch threads, {os.cpu_count()} CPUs, "
-        f"load average {load:.1f} (a loaded machine makes multi-threaded host times noisy)"
+        f"load average {load:.1f} (wall times above the CPU count's load measure the neighbours)"
     )
     cases = [
         ("MLP forward", mlp_forward, 10),

@@ -57,6 +57,10 @@ def _register_with_dynamo() -> None:
         register_backend(compiler_fn=neuron_backend, name="neuron")
     register_interface_for_device("neuron", _neuron_interface())
     _route_default_compile()
+    # Before dynamo's first trace: its fake tensors cache what a layer norm returns.
+    from neuronsim.compiler import layer_norm_stats
+
+    layer_norm_stats.install()
 
 
 class _DynamoImportHook(importlib.abc.MetaPathFinder):

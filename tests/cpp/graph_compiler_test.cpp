@@ -8,7 +8,9 @@
 #include <random>
 
 #include "neuronsim/device/dtype.h"
+#include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/graph/compiler.h"
+#include "neuronsim/kernels/program_builder.h"
 #include "test_util.h"
 
 namespace neuronsim {
@@ -285,6 +287,35 @@ TEST(GraphCompiler, RegionsChainInOneLaunchWithSections) {
     }
   }
   EXPECT_LT(worst, 1e-4);
+}
+
+// Three parts, each one DMA load of its own value on its own queue (nothing to wait for by
+// data): the second part's load waits for the first part's loads (at a launch's start they
+// would share the DMA engines with the first part's critical loads); the third part's does not.
+TEST(GraphCompiler, SecondPartPrefetchesAfterTheFirstPartsLoads) {
+  auto core = testing::make_device()->params().core;
+  std::vector<kernels::graph::Part> parts(3);
+  for (int i = 0; i < 3; ++i) {
+    device::Program& p = parts[static_cast<size_t>(i)].program;
+    p.stream(kernels::dma_queue(static_cast<uint8_t>(4 * i)))
+        .instructions.push_back(device::isa::dma_copy(
+            device::isa::sbuf_tile(device::DType::kFp32, 128, 4096 * i, 256),
+            device::isa::hbm_rows(device::DType::kFp32, kernels::graph::virtual_address(i), 128,
+                                  256, 256)));
+    parts[static_cast<size_t>(i)].name = "part" + std::to_string(i);
+  }
+  const auto linked = kernels::graph::link("g", parts, {0, 1, 2}, core);
+  auto waits_of = [&](uint8_t q) {
+    int n = 0;
+    for (const auto& s : linked.program.streams) {
+      if (s.id.name() != kernels::dma_queue(q).name()) continue;
+      for (const auto& in : s.instructions) n += in.op == device::Opcode::kSemWait;
+    }
+    return n;
+  };
+  EXPECT_EQ(waits_of(0), 0);
+  EXPECT_EQ(waits_of(4), 1);  // after part 0's load queue
+  EXPECT_EQ(waits_of(8), 0);  // the third part is not held back
 }
 
 TEST(GraphCompiler, OpaqueNodesAreEagerOrHostAndSplitSegments) {

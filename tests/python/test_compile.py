@@ -370,3 +370,23 @@ def test_embedding_backward_runs_natively_inside_the_graph(padding_idx):
     if padding_idx is not None:
         assert dev.emb.weight.grad[padding_idx].abs().max().item() == 0.0
     assert_close(dev.head.weight.grad.cpu(), cpu.head.weight.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_bias_of_a_wide_linear_is_loaded_once_per_n_tile():
+    """A matmul region with several N tiles (1100 columns: 512, 512, 76) and M tiles (300 rows)
+    keeps each N tile's bias slice for all its M tiles (one copy per N tile): ISA mode computes
+    the epilogue from those copies and matches the CPU, partial last tile included."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 1100), nn.GELU())
+    x = torch.randn(300, 64)
+    dev = copy.deepcopy(model).to("neuron")
+    before = neuronsim._C._isa_mode()
+    neuronsim._C._set_isa_mode(True)
+    try:
+        with torch.no_grad():
+            got = torch.compile(dev, backend="neuron")(x.to("neuron")).cpu()
+    finally:
+        neuronsim._C._set_isa_mode(before)
+    with torch.no_grad():
+        want = model(x)
+    assert_close(got, want, rtol=1e-4, atol=1e-4)

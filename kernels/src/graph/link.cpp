@@ -91,6 +91,7 @@ struct StreamEnd {
   uint16_t sem = 0;
   int32_t end_mark = 0;
   Footprint fp;
+  bool loads = false;  // a DMA queue that only reads HBM
 };
 struct PartEnd {
   std::vector<StreamEnd> streams;
@@ -133,10 +134,15 @@ LinkedProgram link(const std::string& name, std::vector<Part> parts, const std::
       // part is a barrier (then before the first data instruction).
       const uint16_t own = sem_of(s.id);
       std::vector<std::pair<const StreamEnd*, bool>> candidates;
+      const bool loads = s.id.engine == device::EngineKind::kDma && all.hbm_write.empty();
       for (size_t i = done.size(); i-- > 0;) {
         for (const StreamEnd& e : done[i].streams) {
           if (e.sem == own) continue;  // a stream runs in order
-          const bool always = part.barrier || done[i].barrier;
+          // The second part prefetches after the first part's loads: at a launch's start both
+          // parts' loads would otherwise share the DMA engines, and the first part's compute
+          // waited for its operands while the second's prefetch took their bandwidth.
+          const bool prefetch = loads && done.size() == 1 && e.loads;
+          const bool always = part.barrier || done[i].barrier || prefetch;
           if (always || conflicts(all, e.fp)) candidates.emplace_back(&e, always);
         }
       }
@@ -181,6 +187,7 @@ LinkedProgram link(const std::string& name, std::vector<Part> parts, const std::
       signalled.at(own) += 1;
       StreamEnd se;
       se.sem = own;
+      se.loads = loads;
       se.fp = std::move(all);
       end.streams.push_back(std::move(se));
     }

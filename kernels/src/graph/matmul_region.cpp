@@ -60,7 +60,9 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
 
   ProgramBuilder b(spec.name, core);
   SyncedBuilder sb(b);
-  TileEmitter ep(spec.epilogue, sb, core, ncols, n_tiles, 4, 8);
+  // Per-column epilogue operands (a bias) kept per N tile when every copy fits 16 KiB per
+  // partition (N up to 4096 for one fp32 bias).
+  TileEmitter ep(spec.epilogue, sb, core, ncols, n_tiles, 4, 8, 2, false, 16 << 10);
 
   // A is loaded row-major and transposed on TensorE when K is its contiguous dim (and M is
   // not); likewise B when K is contiguous. Other layouts are DMA'd K-major directly (strided

@@ -169,7 +169,8 @@ uint32_t TileEmitter::max_chunk(const TileProgramSpec& spec, uint64_t sbuf_bytes
 
 TileEmitter::TileEmitter(const TileProgramSpec& spec, SyncedBuilder& sb, const CoreParams& core,
                          uint32_t max_cols, uint32_t col_chunks, uint32_t load_queue_base,
-                         uint32_t store_queue_base, uint32_t slots, bool transposes)
+                         uint32_t store_queue_base, uint32_t slots, bool transposes,
+                         uint64_t hoist_chunk_budget)
     : spec_(spec),
       sb_(sb),
       core_(core),
@@ -194,6 +195,15 @@ TileEmitter::TileEmitter(const TileProgramSpec& spec, SyncedBuilder& sb, const C
     }
   }
   hoisted_ = chunks_ == 1;
+  if (!hoisted_ && hoist_chunk_budget > 0) {
+    // A matmul's N tiles (the chunks) each reuse their bias slice for every M tile: one copy
+    // per chunk, loaded once, instead of a broadcast DMA (a descriptor per partition) per tile.
+    const Allocation c = allocate(spec, true);
+    if (c.hoisted_col > 0 &&
+        uint64_t(c.hoisted_col) * max_cols_ * chunks_ * 4 <= hoist_chunk_budget) {
+      hoisted_ = chunk_copies_ = true;
+    }
+  }
   const Allocation a = allocate(spec, hoisted_);
   reg_ = a.reg;
   ProgramBuilder& b = sb_.builder();
@@ -212,7 +222,7 @@ TileEmitter::TileEmitter(const TileProgramSpec& spec, SyncedBuilder& sb, const C
     }
   }
   hoist_off_.assign(spec.instrs.size(), 0);
-  hoist_buf_.assign(spec.instrs.size(), -1);
+  hoist_buf_.assign(spec.instrs.size(), {});
   if (transpose_loads_) {
     for (uint32_t s = 0; s < slots_; ++s) {
       stage_off_.push_back(b.alloc_sbuf(128 * 4));
@@ -225,9 +235,10 @@ TileEmitter::TileEmitter(const TileProgramSpec& spec, SyncedBuilder& sb, const C
   }
   for (size_t i = 0; i < spec.instrs.size(); ++i) {
     if (!hoistable(spec.instrs[i], hoisted_)) continue;
-    hoist_off_[i] =
-        b.alloc_sbuf(spec.instrs[i].space == Space::kCol ? uint64_t{max_cols_} * 4 : 4, 4);
-    hoist_buf_[i] = sb_.buffer();
+    const bool col = spec.instrs[i].space == Space::kCol;
+    const uint32_t copies = col && chunk_copies_ ? chunks_ : 1;
+    hoist_off_[i] = b.alloc_sbuf(col ? uint64_t{max_cols_} * 4 * copies : 4, 4);
+    for (uint32_t c = 0; c < copies; ++c) hoist_buf_[i].push_back(sb_.buffer());
   }
   if (a.col_reduces) {
     ones_off_ = b.alloc_sbuf(4, 4);
@@ -248,6 +259,15 @@ TileEmitter::TileEmitter(const TileProgramSpec& spec, SyncedBuilder& sb, const C
   }
 }
 
+uint32_t TileEmitter::hoist_chunk(const Tile& t) const {
+  return chunk_copies_ ? static_cast<uint32_t>(t.c0 / max_cols_) : 0;
+}
+
+SyncedBuilder::Buffer TileEmitter::hoist_buf(size_t instr, const Tile& t) const {
+  const auto& bufs = hoist_buf_.at(instr);
+  return bufs.size() > 1 ? bufs.at(hoist_chunk(t)) : bufs.at(0);
+}
+
 AccessPattern TileEmitter::value_ap(int instr, const Tile& t, bool as_full) const {
   const TileInstr& in = spec_.instrs.at(static_cast<size_t>(instr));
   if (in.kind == Kind::kAcc) return t.acc;
@@ -255,7 +275,8 @@ AccessPattern TileEmitter::value_ap(int instr, const Tile& t, bool as_full) cons
   const int s = t.slot;
   if (hoistable(in, hoisted_)) {
     if (in.space == Space::kCol)
-      return isa::sbuf(DType::kFp32, 0, t.rows, hoist_off_[i], {{1, t.cols}});
+      return isa::sbuf(DType::kFp32, 0, t.rows,
+                       hoist_off_[i] + uint64_t{hoist_chunk(t)} * max_cols_ * 4, {{1, t.cols}});
     return isa::sbuf(DType::kFp32, 0, t.rows, hoist_off_[i], {{0, as_full ? t.cols : 1u}});
   }
   const bool row = in.space == Space::kRow || in.space == Space::kScalar;
@@ -294,7 +315,7 @@ void TileEmitter::emit_instr(size_t ii, const Tile& t, uint32_t chunk) {
     const TileInstr& in = spec_.instrs.at(static_cast<size_t>(instr));
     const size_t i = static_cast<size_t>(instr);
     if (in.kind == Kind::kAcc) return t.acc_buf;
-    if (hoistable(in, hoisted_)) return hoist_buf_[i];
+    if (hoistable(in, hoisted_)) return hoist_buf(i, t);
     const bool row = in.space == Space::kRow || in.space == Space::kScalar;
     return row ? row_buf_[t.slot].at(static_cast<size_t>(reg_[i]))
                : full_buf_[t.slot].at(static_cast<size_t>(reg_[i]));
@@ -317,14 +338,17 @@ void TileEmitter::emit_instr(size_t ii, const Tile& t, uint32_t chunk) {
       const TileOperand& op = spec_.operands.at(static_cast<size_t>(in.operand));
       const StreamId q = dma_queue(static_cast<uint8_t>(load_q_ + in.operand % 4));
       if (hoistable(in, hoisted_)) {
-        if (hoist_loaded_.count(i)) break;
-        // Loaded once, for every partition: later tiles read the first rows of it.
-        AccessPattern src = t.operand_ap(in.operand, in.space == Space::kCol ? t.cols : 1);
+        const bool col = in.space == Space::kCol;
+        const int key = i * static_cast<int>(chunks_) + static_cast<int>(col ? hoist_chunk(t) : 0);
+        if (hoist_loaded_.count(key)) break;
+        // Loaded once (per chunk), for every partition: later tiles read the first rows of it.
+        AccessPattern src = t.operand_ap(in.operand, col ? t.cols : 1);
         src.partitions = core_.sbuf.partitions;
-        AccessPattern dst = isa::sbuf(DType::kFp32, 0, src.partitions, hoist_off_[ii],
-                                      {{1, in.space == Space::kCol ? t.cols : 1u}});
-        sb_.emit(q, isa::dma_copy(dst, src), {}, {hoist_buf_[ii]});
-        hoist_loaded_.insert(i);
+        const uint64_t off = hoist_off_[ii] + (col ? uint64_t{hoist_chunk(t)} * max_cols_ * 4 : 0);
+        AccessPattern dst =
+            isa::sbuf(DType::kFp32, 0, src.partitions, off, {{1, col ? t.cols : 1u}});
+        sb_.emit(q, isa::dma_copy(dst, src), {}, {hoist_buf(ii, t)});
+        hoist_loaded_.insert(key);
         break;
       }
       const bool row = in.space == Space::kRow || in.space == Space::kScalar;
@@ -472,7 +496,7 @@ void TileEmitter::emit_step(int i, const Tile& t) {
                             : std::vector<SyncedBuilder::Buffer>{};
     }
     const size_t si = static_cast<size_t>(a.index);
-    if (hoistable(src, hoisted_)) return {hoist_buf_[si]};
+    if (hoistable(src, hoisted_)) return {hoist_buf(si, t)};
     const bool row = src.space == Space::kRow || src.space == Space::kScalar;
     return {row ? row_buf_[t.slot].at(static_cast<size_t>(reg_[si]))
                 : full_buf_[t.slot].at(static_cast<size_t>(reg_[si]))};

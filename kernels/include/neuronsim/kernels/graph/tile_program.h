@@ -104,11 +104,14 @@ class TileEmitter {
   };
 
   /// Plans buffers for chunks of up to `max_cols` columns in `slots` tile slots (tiles in
-  /// flight); `col_chunks` chunks share the region's reductions over rows. Throws
+  /// flight); `col_chunks` chunks share the region's reductions over rows. Per-column operands
+  /// are loaded once per chunk for every row tile when there is one chunk, or when all chunks'
+  /// copies fit `hoist_chunk_budget` bytes per partition (else once per tile). Throws
   /// std::length_error when SBUF or PSUM is too small.
   TileEmitter(const TileProgramSpec& spec, SyncedBuilder& sb, const device::CoreParams& core,
               uint32_t max_cols, uint32_t col_chunks, uint32_t load_queue_base,
-              uint32_t store_queue_base, uint32_t slots = 2, bool transposes = false);
+              uint32_t store_queue_base, uint32_t slots = 2, bool transposes = false,
+              uint64_t hoist_chunk_budget = 0);
 
   /// The widest column chunk whose buffers fit `sbuf_bytes` per partition (0 if none).
   static uint32_t max_chunk(const TileProgramSpec& spec, uint64_t sbuf_bytes, uint32_t slots = 2);
@@ -148,8 +151,11 @@ class TileEmitter {
   std::vector<SyncedBuilder::Buffer> scratch_buf_;
   // Hoisted per-column / scalar operands (by instruction).
   std::vector<uint64_t> hoist_off_;
-  std::vector<SyncedBuilder::Buffer> hoist_buf_;
+  std::vector<std::vector<SyncedBuilder::Buffer>> hoist_buf_;  // [instruction][chunk]
   bool hoisted_ = false;
+  bool chunk_copies_ = false;  // per-column operands hoisted per chunk (several chunks)
+  uint32_t hoist_chunk(const Tile& t) const;
+  SyncedBuilder::Buffer hoist_buf(size_t instr, const Tile& t) const;
   double vector_ns_ = 0, scalar_ns_ = 0;  // work given to each so far (engine balancing)
   bool transpose_loads_ = false;
   std::vector<uint64_t> stage_off_;

@@ -59,6 +59,21 @@ expect(
         torch.empty(world * (300000 + rank), device=mine), torch.ones(300000 + rank, device=mine)
     ),
 )
+still_works()
+# Posted with the header in different numbers of messages (1 and 2 MiB a rank, 1 MiB a message):
+# each rank waits only for the messages the other posted counterparts for, so the group goes on.
+expect(
+    ["mismatched shapes", "rank 0 has float32[262144]", "rank 1 has float32[524288]"],
+    lambda: dist.all_gather_into_tensor(
+        torch.empty(world * 262144 * (1 + rank), device=mine),
+        torch.ones(262144 * (1 + rank), device=mine),
+    ),
+)
+expect(
+    ["mismatched shapes"],
+    lambda: dist.all_reduce(torch.ones(300000 + 400000 * rank, device=mine)),
+)
+still_works()
 expect(
     ["rank 0 called all_reduce", "called broadcast", "same collectives in the same order"],
     lambda: dist.all_reduce(torch.ones(2, device=mine))

@@ -46,16 +46,33 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>&
     return gloo->allreduce(v, o);
   };
   p.after_gloo = [view, op, n]() { finish_reduction(view, op, n); };
-  if (size_ == 2) {
-    // Each rank sends the other its whole tensor: as many bytes as Gloo's ring moves on two
-    // ranks, and every rank reduces the two in rank order (identical results).
-    const int64_t bytes = nbytes(view);
-    p.scratch_bytes = bytes;
-    p.landing = [bytes](int, uint8_t* scratch) { return Landing{scratch, bytes}; };
-    const bool first = rank_ == 0;
-    p.landed = [view, op, first](uint8_t* scratch) {
-      const at::Tensor peer = at::from_blob(scratch, {view.numel()}, view.options());
-      reduce_two(first ? view : peer, first ? peer : view, op, view);
+  if (size_ == 2 && nbytes(view) > layout_.inline_bytes) {
+    // Two ranks, data larger than a slot: each rank posts the other the half it reduces
+    // (reduce-scatter), reduces its own half and sends it back (all-gather), the bytes and
+    // reduction work of Gloo's ring. Each half is reduced once, so both ranks get the same result.
+    const int64_t es = view.element_size();
+    const int64_t half0 = view.numel() / 2;
+    const int64_t me = rank_, peer = 1 - rank_;
+    const int64_t my_start = me == 0 ? 0 : half0, my_len = me == 0 ? half0 : view.numel() - half0;
+    const int64_t peer_start = me == 0 ? half0 : 0, peer_len = view.numel() - my_len;
+    auto* base = static_cast<uint8_t*>(view.data_ptr());
+    p.payload = Bytes{};
+    p.part = [base, es, peer, peer_start, peer_len](int r) {
+      return r == peer ? Bytes{base + peer_start * es, peer_len * es, at::Tensor()} : Bytes{};
+    };
+    p.from_slots = nullptr;
+    p.land_always = true;
+    p.scratch_bytes = my_len * es;
+    p.landing = [my_len, es](int, uint8_t* scratch) { return Landing{scratch, my_len * es}; };
+    p.landed = [view, op, base, es, me, peer, my_start, my_len, peer_start, peer_len](
+                   uint8_t* scratch, PostedData& next) {
+      // This rank's half of the input has been sent: the peer's reduced half may land there.
+      next.post_recv(static_cast<int>(peer), base + peer_start * es, peer_len * es);
+      const at::Tensor own = at::from_blob(base + my_start * es, {my_len}, view.options());
+      const at::Tensor other = at::from_blob(scratch, {my_len}, view.options());
+      reduce_two(me == 0 ? own : other, me == 0 ? other : own, op, own);
+      next.post_send(static_cast<int>(peer), base + my_start * es, my_len * es);
+      next.wait_all();
     };
   }
   return run(p);
@@ -553,7 +570,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall_base(
   p.landing = [out_base, recv_at, direct](int peer, uint8_t* scratch) {
     return Landing{(direct ? out_base : scratch) + recv_at[peer], recv_at[peer + 1] - recv_at[peer]};
   };
-  p.landed = [out_base, recv_at, in_bytes, own_start, me, n, direct](uint8_t* scratch) {
+  p.landed = [out_base, recv_at, in_bytes, own_start, me, n, direct](uint8_t* scratch, PostedData&) {
     const int64_t len = recv_at[me + 1] - recv_at[me];
     if (len > 0) std::memmove(out_base + recv_at[me], in_bytes.data + own_start, len);
     for (int64_t r = 0; r < n && !direct; ++r) {
@@ -579,7 +596,7 @@ void NeuronBackend::land_gathered(Plan& p, const at::Tensor& in,
   p.landing = [regions, chunk, clash](int peer, uint8_t* scratch) {
     return Landing{clash ? scratch + peer * chunk : regions[peer], chunk};
   };
-  p.landed = [in, regions, chunk, me, clash](uint8_t* scratch) {
+  p.landed = [in, regions, chunk, me, clash](uint8_t* scratch, PostedData&) {
     if (chunk <= 0) return;
     std::memmove(regions[me], in.const_data_ptr(), chunk);
     for (size_t r = 0; r < regions.size() && clash; ++r) {
@@ -597,7 +614,7 @@ void NeuronBackend::land_reduced_chunks(Plan& p, const at::Tensor& out, const c1
     // This rank's own chunk is reduced where it is: no row of its own.
     p.scratch_bytes = chunk;
     p.landing = [chunk](int, uint8_t* scratch) { return Landing{scratch, chunk}; };
-    p.landed = [out, op, me, own_chunk](uint8_t* scratch) {
+    p.landed = [out, op, me, own_chunk](uint8_t* scratch, PostedData&) {
       const at::Tensor peer = at::from_blob(scratch, {out.numel()}, out.options());
       const at::Tensor own = at::from_blob(own_chunk(), {out.numel()}, out.options());
       reduce_two(me == 0 ? own : peer, me == 0 ? peer : own, op, out);
@@ -608,7 +625,7 @@ void NeuronBackend::land_reduced_chunks(Plan& p, const at::Tensor& out, const c1
   p.landing = [chunk](int peer, uint8_t* scratch) {
     return Landing{scratch + peer * chunk, chunk};
   };
-  p.landed = [out, op, me, n, own_chunk, chunk](uint8_t* scratch) {
+  p.landed = [out, op, me, n, own_chunk, chunk](uint8_t* scratch, PostedData&) {
     std::memcpy(scratch + me * chunk, own_chunk(), chunk);
     reduce_ranks(at::from_blob(scratch, {n, out.numel()}, out.options()), op, out);
   };

@@ -150,8 +150,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   // (and fail with a clear error below) instead of corrupting a Gloo collective.
   // Data goes to every peer alike (`payload`), or each peer gets its own part (`part`:
   // all_to_all, reduce_scatter, scatter), so small collectives move no more than Gloo's would.
-  // Larger data of the collectives that post it goes as messages posted with the header
-  // (posted_data.h), the tail of each peer's part in the header's slot.
+  // Larger data of the collectives that post it goes in a message of its own (posted_data.h).
   std::vector<Bytes> parts;
   if (plan.part) {
     parts.reserve(size_);
@@ -164,9 +163,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   const bool fits = posted || largest <= layout_.inline_bytes;
   Header mine =
       make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps), fits ? largest : -1);
-  // Posted data: where each peer's data lands and how many messages come and go before the tails.
+  // Posted data: where each peer's data lands (and how much this rank expects from it).
   std::vector<Landing> lands(size_);
-  std::vector<int64_t> body_in(size_, 0), body_out(size_, 0);
   bool landing = false;  // some data is larger than a slot: it lands outside the slots
   uint8_t* lent = nullptr;
   if (posted) {
@@ -174,11 +172,9 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       lands[r] = plan.landing(r, lent);
-      body_in[r] = layout_.body_messages(lands[r].size);
-      body_out[r] = layout_.body_messages(std::max<int64_t>(part_of(r).size, 0));
-      landing = landing || body_in[r] > 0;
+      landing = landing || lands[r].size > layout_.inline_bytes;
     }
-    landing = landing || part_of(rank_).size > layout_.inline_bytes;
+    landing = landing || plan.land_always || part_of(rank_).size > layout_.inline_bytes;
   }
   // The header a peer gets: what it is sent and what this rank expects from it.
   auto header_for = [&](int peer) {
@@ -186,7 +182,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     if (posted) {
       h.sends_bytes = std::max<int64_t>(part_of(peer).size, 0);
       h.expects_bytes = lands[peer].size;
-      h.payload_bytes = layout_.tail_bytes(h.sends_bytes);
+      h.payload_bytes = layout_.in_slot(h.sends_bytes);
     }
     return h;
   };
@@ -213,18 +209,20 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   auto copy_part = [&](uint8_t* slot, int peer) -> int64_t {
     const Bytes& part = part_of(peer);
     if (!fits || part.size <= 0) return 0;
-    const int64_t tail = layout_.tail_bytes(part.size);  // all of it unless posted
-    std::memcpy(slot + head, part.data + part.size - tail, tail);
-    return tail;
+    const int64_t length = layout_.in_slot(part.size);  // all of it unless posted
+    if (length > 0) std::memcpy(slot + head, part.data, length);
+    return length;
   };
   const int64_t own = plan.part && plan.own_part_direct ? 0 : copy_part(s, rank_);
   if (plan.part && fits && !outbox_.defined()) outbox_ = at::empty({size_ * slot_bytes}, at::kByte);
-  PostedData data(*gloo_, size_, layout_.inline_bytes,
-                  kDataTagBase + static_cast<int>(sequence_ % kDataTags));
+  // Two tags a collective: its posted data and a second step's (Plan::landed).
+  PostedData data(*gloo_, kDataTagBase + static_cast<int>(2 * sequence_ % kDataTags));
   try {
     post_header_recvs();
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_) data.post_recvs(r, lands[r].data, body_in[r]);
+      if (r != rank_ && layout_.in_slot(lands[r].size) == 0) {
+        data.post_recv(r, lands[r].data, lands[r].size);
+      }
     }
     std::vector<c10::intrusive_ptr<c10d::Work>> sends;
     for (int r = 0; r < size_; ++r) {
@@ -240,9 +238,6 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
       }
       std::vector<at::Tensor> v{at::from_blob(from, {length}, at::kByte)};
       sends.push_back(gloo_->send(v, r, kHeaderTag));
-    }
-    for (int r = 0; r < size_; ++r) {
-      if (r != rank_) data.post_sends(r, part_of(r).data, body_out[r]);
     }
     for (int r = 0; r < size_; ++r) {
       if (r != rank_) header_recvs_[r]->wait();
@@ -275,29 +270,28 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
       recv[r].assign(sp + size_, sp + 2 * size_);
     }
   }
-  try {
-    check_agreement(plan.call, headers, send, recv, opts_.group);
-    if (posted) {
-      std::vector<int64_t> expects(size_, 0), sends_to(size_, 0);
-      for (int r = 0; r < size_; ++r) {
-        if (r == rank_) continue;
-        expects[r] = lands[r].size;
-        sends_to[r] = std::max<int64_t>(part_of(r).size, 0);
-      }
-      check_posted_sizes(plan.call, headers, rank_, expects, sends_to, opts_.group);
+  check_agreement(plan.call, headers, send, recv, opts_.group);
+  if (posted) {
+    // Agreeing calls imply agreeing sizes; this guards the rule that a message never meets a
+    // shorter receive. Then the data beyond the slots goes to the receives the peers posted.
+    std::vector<int64_t> expects(size_, 0), sends_to(size_, 0);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      expects[r] = lands[r].size;
+      sends_to[r] = std::max<int64_t>(part_of(r).size, 0);
     }
-  } catch (...) {
-    if (posted) {
-      // Wait for the messages both sides posted before the buffers go (Gloo writes into them).
-      std::vector<int64_t> matched_in(size_, 0), matched_out(size_, 0);
+    check_posted_sizes(plan.call, headers, rank_, expects, sends_to, opts_.group);
+    try {
       for (int r = 0; r < size_; ++r) {
-        if (r == rank_) continue;
-        matched_in[r] = std::min(body_in[r], layout_.body_messages(headers[r].sends_bytes));
-        matched_out[r] = std::min(body_out[r], layout_.body_messages(headers[r].expects_bytes));
+        if (r != rank_ && layout_.in_slot(sends_to[r]) == 0) {
+          data.post_send(r, part_of(r).data, sends_to[r]);
+        }
       }
-      data.settle(matched_in, matched_out);
+    } catch (...) {
+      std::rethrow_exception(backend_error(fmt::format(
+          "neuron backend: {} failed on {}: {}. Another rank probably exited, hung or timed out.",
+          plan.call.name, where(), message_of(std::current_exception()))));
     }
-    throw;
   }
 
   // 3. The clocks meet: the collective starts when the last rank is ready. (A process that
@@ -360,10 +354,17 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   }
   if (landing) {
     for (int r = 0; r < size_; ++r) {
-      const int64_t tail = r == rank_ ? 0 : layout_.tail_bytes(lands[r].size);
-      if (tail > 0) std::memcpy(lands[r].data + body_in[r] * layout_.inline_bytes, g.data(r), tail);
+      const int64_t length = r == rank_ ? 0 : layout_.in_slot(lands[r].size);
+      if (length > 0) std::memcpy(lands[r].data, g.data(r), length);
     }
-    plan.landed(lent);
+    try {
+      PostedData next(*gloo_, kDataTagBase + static_cast<int>((2 * sequence_ + 1) % kDataTags));
+      plan.landed(lent, next);
+    } catch (...) {
+      std::rethrow_exception(backend_error(fmt::format(
+          "neuron backend: {} failed on {}: {}. Another rank probably exited, hung or timed out.",
+          plan.call.name, where(), message_of(std::current_exception()))));
+    }
     trim_scratch();
     post_header_recvs();  // the slots are read: the next headers may land in them
     ScopedEventTime at_end(placed.end);

@@ -105,7 +105,9 @@ class NeuronBackend final : public c10d::Backend {
     /// slot, from_slots finishes instead, as for inline data.
     std::function<Landing(int peer, uint8_t* scratch)> landing;
     int64_t scratch_bytes = 0;
-    std::function<void(uint8_t* scratch)> landed;
+    /// `landed` may exchange more data through `next` (a second step, same tag space).
+    std::function<void(uint8_t* scratch, PostedData& next)> landed;
+    bool land_always = false;  // finish with `landed` even when all data fit in the slots
   };
   c10::intrusive_ptr<c10d::Work> run(Plan& plan);
   /// Posted data of an all-gather: peers' chunks of `chunk` bytes land in `regions` (by rank).

@@ -73,9 +73,7 @@ int64_t SlotLayout::payload_offset() const {
 int64_t SlotLayout::slot_bytes() const {
   return round_up(payload_offset() + inline_bytes, 64);
 }
-int64_t SlotLayout::body_messages(int64_t bytes) const {
-  return inline_bytes > 0 && bytes > inline_bytes ? (bytes - 1) / inline_bytes : 0;
-}
+
 
 Header make_header(const Call& call, uint64_t sequence, int64_t arrival_ps, int64_t payload_bytes) {
   Header h;

@@ -6,6 +6,7 @@
 // for small collectives, the data itself (so they need no second round trip).
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,10 +46,9 @@ struct SlotLayout {
   int64_t splits_offset() const;
   int64_t payload_offset() const;
   int64_t slot_bytes() const;
-  /// Posted data of `bytes`: the messages of exactly `inline_bytes` before the tail that travels
-  /// in the slot (the tail is 1 to inline_bytes bytes; 0 messages for data that fits a slot).
-  int64_t body_messages(int64_t bytes) const;
-  int64_t tail_bytes(int64_t bytes) const { return bytes - body_messages(bytes) * inline_bytes; }
+  /// Of data of `bytes`, the bytes that travel in the slot: all or (posted data larger than a
+  /// slot, which travels in a message of its own) none.
+  int64_t in_slot(int64_t bytes) const { return bytes <= inline_bytes ? std::max<int64_t>(bytes, 0) : 0; }
 };
 
 /// The collective this rank is about to issue, as it describes itself to the others.

@@ -46,10 +46,12 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>&
     return gloo->allreduce(v, o);
   };
   p.after_gloo = [view, op, n]() { finish_reduction(view, op, n); };
-  if (size_ == 2 && nbytes(view) > layout_.inline_bytes) {
+  if (size_ == 2 && nbytes(view) > layout_.inline_bytes && nbytes(view) <= kPostedAllReduceMax) {
     // Two ranks, data larger than a slot: each rank posts the other the half it reduces
     // (reduce-scatter), reduces its own half and sends it back (all-gather), the bytes and
     // reduction work of Gloo's ring. Each half is reduced once, so both ranks get the same result.
+    // Larger data goes through Gloo's ring, which overlaps the reduction with the transfers: at
+    // that size the header exchange before it no longer shows.
     const int64_t es = view.element_size();
     const int64_t half0 = view.numel() / 2;
     const int64_t me = rank_, peer = 1 - rank_;

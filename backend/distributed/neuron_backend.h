@@ -148,6 +148,8 @@ class NeuronBackend final : public c10d::Backend {
   /// posted data; user sends and receives may not use them.
   static constexpr int kHeaderTag = 0x7ffffff0;
   static constexpr int kDataTagBase = 0x70000000;
+  /// The largest 2-rank all_reduce that posts its data (collectives.cpp).
+  static constexpr int64_t kPostedAllReduceMax = int64_t{64} << 20;
   static constexpr int kDataTags = kHeaderTag - kDataTagBase;
   std::mutex mutex_;  // one collective is described, exchanged and placed at a time
 };

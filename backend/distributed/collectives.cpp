@@ -176,7 +176,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_allgather_base(at::Tensor& output
   };
   const int64_t chunk = nbytes(in);
   std::vector<uint8_t*> regions;
-  for (int r = 0; r < size_; ++r) regions.push_back(static_cast<uint8_t*>(out.data_ptr()) + r * chunk);
+  for (int r = 0; r < size_; ++r)
+    regions.push_back(static_cast<uint8_t*>(out.data_ptr()) + r * chunk);
   land_gathered(p, in, regions, chunk);
   return run(p);
 }
@@ -570,9 +571,11 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall_base(
   auto* out_base = static_cast<uint8_t*>(out.data_ptr());
   if (!direct) p.scratch_bytes = nbytes(out);
   p.landing = [out_base, recv_at, direct](int peer, uint8_t* scratch) {
-    return Landing{(direct ? out_base : scratch) + recv_at[peer], recv_at[peer + 1] - recv_at[peer]};
+    return Landing{(direct ? out_base : scratch) + recv_at[peer],
+                   recv_at[peer + 1] - recv_at[peer]};
   };
-  p.landed = [out_base, recv_at, in_bytes, own_start, me, n, direct](uint8_t* scratch, PostedData&) {
+  p.landed = [out_base, recv_at, in_bytes, own_start, me, n, direct](uint8_t* scratch,
+                                                                     PostedData&) {
     const int64_t len = recv_at[me + 1] - recv_at[me];
     if (len > 0) std::memmove(out_base + recv_at[me], in_bytes.data + own_start, len);
     for (int64_t r = 0; r < n && !direct; ++r) {
@@ -586,7 +589,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall_base(
 }
 
 void NeuronBackend::land_gathered(Plan& p, const at::Tensor& in,
-                                   const std::vector<uint8_t*>& regions, int64_t chunk) const {
+                                  const std::vector<uint8_t*>& regions, int64_t chunk) const {
   // Peers' data lands in the output regions, unless the input (still being sent) overlaps one
   // of the others': then in scratch, copied after this rank's own chunk.
   const int me = rank_;

@@ -74,7 +74,6 @@ int64_t SlotLayout::slot_bytes() const {
   return round_up(payload_offset() + inline_bytes, 64);
 }
 
-
 Header make_header(const Call& call, uint64_t sequence, int64_t arrival_ps, int64_t payload_bytes) {
   Header h;
   h.magic = kMagic;

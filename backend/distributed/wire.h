@@ -48,7 +48,9 @@ struct SlotLayout {
   int64_t slot_bytes() const;
   /// Of data of `bytes`, the bytes that travel in the slot: all or (posted data larger than a
   /// slot, which travels in a message of its own) none.
-  int64_t in_slot(int64_t bytes) const { return bytes <= inline_bytes ? std::max<int64_t>(bytes, 0) : 0; }
+  int64_t in_slot(int64_t bytes) const {
+    return bytes <= inline_bytes ? std::max<int64_t>(bytes, 0) : 0;
+  }
 };
 
 /// The collective this rank is about to issue, as it describes itself to the others.

@@ -1,8 +1,8 @@
 """Every collective of the neuron backend against Gloo on CPU tensors with the same inputs (run
 under torchrun by tests/python/test_distributed.py). Sizes straddle the inline threshold, so
-every path runs: data in the header's slot, posted with the header (larger than a slot, in
-messages of a slot's size and a tail of any length), and through Gloo's collective. Prints one line per rank at the
-end: "rank R: N checks passed"."""
+every path runs: data in the header's slot, posted with the header (larger than a slot, in a
+message of its own), and through Gloo's collective. Prints one line per rank at the end:
+"rank R: N checks passed"."""
 
 import sys
 

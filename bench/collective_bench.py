@@ -26,8 +26,10 @@ input, all_to_all one rank's input; float32 data.
 
 Memory plan: a process holds its buffers (all_reduce: the size S; all_gather, reduce_scatter:
 S + S/N; all_to_all: 2 S; the neuron tensors and the Gloo run share them) and Gloo's own
-temporaries (all_gather_into_tensor and reduce_scatter_tensor allocate another S), so 32
-processes of 256 MiB need 8 GiB (all_reduce) to 16 GiB (the others) on top of ~150 MiB each.
+temporaries (all_gather_into_tensor and reduce_scatter_tensor allocate another S; the neuron
+backend's reduce_scatter lands its peers' chunks in up to S, and a 2-rank all_reduce the peer's
+data in S), so 32 processes of 256 MiB need 8 GiB (all_reduce) to 16 GiB (the others) on top of
+~150 MiB each.
 A size that would not fit in the memory free now is skipped with the --processes that would
 fit: the same collectives timed for the same ranks (NEURON_SIM_CC_MODEL_RANKS), fewer
 processes moving the data.
@@ -71,7 +73,8 @@ def process_bytes(op: str, size: int, processes: int) -> tuple[int, int]:
     """What one process needs for a collective of `size`: device buffers (the neuron tensors,
     which the Gloo run shares) and Gloo's temporary host memory (see the module docstring)."""
     if op == "all_reduce":
-        return size, 0
+        # Two ranks: the peer's data lands in a scratch buffer of the size (posted data).
+        return size, size if processes == 2 else 0
     if op == "all_to_all":
         return 2 * size, 0
     return size + size // processes, size

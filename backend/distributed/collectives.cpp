@@ -46,6 +46,37 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>&
     return gloo->allreduce(v, o);
   };
   p.after_gloo = [view, op, n]() { finish_reduction(view, op, n); };
+  if (size_ == 2 && nbytes(view) > layout_.inline_bytes && nbytes(view) <= kPostedAllReduceMax) {
+    // Two ranks, data larger than a slot: each rank posts the other the half it reduces
+    // (reduce-scatter), reduces its own half and sends it back (all-gather), the bytes and
+    // reduction work of Gloo's ring. Each half is reduced once, so both ranks get the same result.
+    // Larger data goes through Gloo's ring, which overlaps the reduction with the transfers: at
+    // that size the header exchange before it no longer shows.
+    const int64_t es = view.element_size();
+    const int64_t half0 = view.numel() / 2;
+    const int64_t me = rank_, peer = 1 - rank_;
+    const int64_t my_start = me == 0 ? 0 : half0, my_len = me == 0 ? half0 : view.numel() - half0;
+    const int64_t peer_start = me == 0 ? half0 : 0, peer_len = view.numel() - my_len;
+    auto* base = static_cast<uint8_t*>(view.data_ptr());
+    p.payload = Bytes{};
+    p.part = [base, es, peer, peer_start, peer_len](int r) {
+      return r == peer ? Bytes{base + peer_start * es, peer_len * es, at::Tensor()} : Bytes{};
+    };
+    p.from_slots = nullptr;
+    p.land_always = true;
+    p.scratch_bytes = my_len * es;
+    p.landing = [my_len, es](int, uint8_t* scratch) { return Landing{scratch, my_len * es}; };
+    p.landed = [view, op, base, es, me, peer, my_start, my_len, peer_start, peer_len](
+                   uint8_t* scratch, PostedData& next) {
+      // This rank's half of the input has been sent: the peer's reduced half may land there.
+      next.post_recv(static_cast<int>(peer), base + peer_start * es, peer_len * es);
+      const at::Tensor own = at::from_blob(base + my_start * es, {my_len}, view.options());
+      const at::Tensor other = at::from_blob(scratch, {my_len}, view.options());
+      reduce_two(me == 0 ? own : other, me == 0 ? other : own, op, own);
+      next.post_send(static_cast<int>(peer), base + my_start * es, my_len * es);
+      next.wait_all();
+    };
+  }
   return run(p);
 }
 
@@ -143,6 +174,11 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_allgather_base(at::Tensor& output
     at::Tensor o = out, i = in;
     return gloo->_allgather_base(o, i, opts);
   };
+  const int64_t chunk = nbytes(in);
+  std::vector<uint8_t*> regions;
+  for (int r = 0; r < size_; ++r)
+    regions.push_back(static_cast<uint8_t*>(out.data_ptr()) + r * chunk);
+  land_gathered(p, in, regions, chunk);
   return run(p);
 }
 
@@ -181,6 +217,9 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allgather(
     std::vector<at::Tensor> i{in};
     return gloo->allgather(o, i, opts);
   };
+  std::vector<uint8_t*> regions;
+  for (const auto& o : outs) regions.push_back(static_cast<uint8_t*>(o.data_ptr()));
+  land_gathered(p, in, regions, nbytes(in));
   return run(p);
 }
 
@@ -344,6 +383,10 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::_reduce_scatter_base(
     return gloo->_reduce_scatter_base(o, i, ro);
   };
   p.after_gloo = [out, op, n]() { finish_reduction(out, op, n); };
+  const int64_t me = rank_;
+  land_reduced_chunks(p, out, op, [in_bytes, chunk, me]() {
+    return const_cast<uint8_t*>(in_bytes.data) + me * chunk;
+  });
   return run(p);
 }
 
@@ -388,6 +431,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::reduce_scatter(
     return gloo->reduce_scatter(o, i, ro);
   };
   p.after_gloo = [out, op, n]() { finish_reduction(out, op, n); };
+  const at::Tensor own = ins[rank_];
+  land_reduced_chunks(p, out, op, [own]() { return static_cast<uint8_t*>(own.data_ptr()); });
   return run(p);
 }
 
@@ -519,7 +564,76 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall_base(
     std::vector<int64_t> os = output_split_sizes, is = input_split_sizes;
     return gloo->alltoall_base(o, i, os, is, opts);
   };
+  // Peers' rows land in the output, or in scratch when the output overlaps the input (which is
+  // still being sent) and are copied after this rank's own rows.
+  std::vector<int64_t> recv_at(size_ + 1, 0);
+  for (int r = 0; r < size_; ++r) recv_at[r + 1] = recv_at[r] + p.call.recv_splits[r];
+  auto* out_base = static_cast<uint8_t*>(out.data_ptr());
+  if (!direct) p.scratch_bytes = nbytes(out);
+  p.landing = [out_base, recv_at, direct](int peer, uint8_t* scratch) {
+    return Landing{(direct ? out_base : scratch) + recv_at[peer],
+                   recv_at[peer + 1] - recv_at[peer]};
+  };
+  p.landed = [out_base, recv_at, in_bytes, own_start, me, n, direct](uint8_t* scratch,
+                                                                     PostedData&) {
+    const int64_t len = recv_at[me + 1] - recv_at[me];
+    if (len > 0) std::memmove(out_base + recv_at[me], in_bytes.data + own_start, len);
+    for (int64_t r = 0; r < n && !direct; ++r) {
+      const int64_t peer_len = recv_at[r + 1] - recv_at[r];
+      if (r != me && peer_len > 0) {
+        std::memcpy(out_base + recv_at[r], scratch + recv_at[r], peer_len);
+      }
+    }
+  };
   return run(p);
+}
+
+void NeuronBackend::land_gathered(Plan& p, const at::Tensor& in,
+                                  const std::vector<uint8_t*>& regions, int64_t chunk) const {
+  // Peers' data lands in the output regions, unless the input (still being sent) overlaps one
+  // of the others': then in scratch, copied after this rank's own chunk.
+  const int me = rank_;
+  bool clash = false;
+  for (int r = 0; r < size_; ++r) {
+    clash = clash || (r != me && overlaps(in.const_data_ptr(), chunk, regions[r], chunk));
+  }
+  if (clash) p.scratch_bytes = chunk * size_;
+  p.landing = [regions, chunk, clash](int peer, uint8_t* scratch) {
+    return Landing{clash ? scratch + peer * chunk : regions[peer], chunk};
+  };
+  p.landed = [in, regions, chunk, me, clash](uint8_t* scratch, PostedData&) {
+    if (chunk <= 0) return;
+    std::memmove(regions[me], in.const_data_ptr(), chunk);
+    for (size_t r = 0; r < regions.size() && clash; ++r) {
+      if (static_cast<int>(r) != me) std::memcpy(regions[r], scratch + r * chunk, chunk);
+    }
+  };
+}
+
+void NeuronBackend::land_reduced_chunks(Plan& p, const at::Tensor& out, const c10d::ReduceOp& op,
+                                        std::function<uint8_t*()> own_chunk) const {
+  // Each peer's chunk for this rank lands in a scratch row; the rows reduce in rank order.
+  const int64_t chunk = nbytes(out);
+  const int64_t n = size_, me = rank_;
+  if (n == 2) {
+    // This rank's own chunk is reduced where it is: no row of its own.
+    p.scratch_bytes = chunk;
+    p.landing = [chunk](int, uint8_t* scratch) { return Landing{scratch, chunk}; };
+    p.landed = [out, op, me, own_chunk](uint8_t* scratch, PostedData&) {
+      const at::Tensor peer = at::from_blob(scratch, {out.numel()}, out.options());
+      const at::Tensor own = at::from_blob(own_chunk(), {out.numel()}, out.options());
+      reduce_two(me == 0 ? own : peer, me == 0 ? peer : own, op, out);
+    };
+    return;
+  }
+  p.scratch_bytes = chunk * n;
+  p.landing = [chunk](int peer, uint8_t* scratch) {
+    return Landing{scratch + peer * chunk, chunk};
+  };
+  p.landed = [out, op, me, n, own_chunk, chunk](uint8_t* scratch, PostedData&) {
+    std::memcpy(scratch + me * chunk, own_chunk(), chunk);
+    reduce_ranks(at::from_blob(scratch, {n, out.numel()}, out.options()), op, out);
+  };
 }
 
 c10::intrusive_ptr<c10d::Work> NeuronBackend::barrier(const c10d::BarrierOptions&) {

@@ -73,6 +73,40 @@ void reduce_ranks(const at::Tensor& stacked, const c10d::ReduceOp& op, at::Tenso
   }
 }
 
+void reduce_two(const at::Tensor& first, const at::Tensor& second, const c10d::ReduceOp& op,
+                at::Tensor out) {
+  auto flat = [](const at::Tensor& t) {
+    return at::from_blob(const_cast<void*>(t.const_data_ptr()), {t.numel()}, t.options());
+  };
+  at::Tensor o = flat(out), a = flat(first), b = flat(second);
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM:
+    case c10d::ReduceOp::AVG:
+    case c10d::ReduceOp::PREMUL_SUM:
+      at::add_out(o, a, b);
+      if (op.op_ == c10d::ReduceOp::AVG) o.div_(2);
+      if (op.op_ == c10d::ReduceOp::PREMUL_SUM) o.mul_(premul_factor(op));
+      return;
+    case c10d::ReduceOp::PRODUCT:
+      at::mul_out(o, a, b);
+      return;
+    case c10d::ReduceOp::MIN:
+      at::minimum_out(o, a, b);
+      return;
+    case c10d::ReduceOp::MAX:
+      at::maximum_out(o, a, b);
+      return;
+    default:
+      TORCH_CHECK(false, "neuron backend: unsupported reduce op");
+  }
+}
+
+bool overlaps(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+  const auto* pa = static_cast<const uint8_t*>(a);
+  const auto* pb = static_cast<const uint8_t*>(b);
+  return a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
 c10d::ReduceOp gloo_reduce_op(const c10d::ReduceOp& op) {
   if (op.op_ == c10d::ReduceOp::AVG || op.op_ == c10d::ReduceOp::PREMUL_SUM) {
     return c10d::ReduceOp(c10d::ReduceOp::SUM);

@@ -38,6 +38,14 @@ struct Gathered {
 /// Reduces `stacked` ([ranks, ...]) over its first dim into `out` with a reduce op.
 void reduce_ranks(const at::Tensor& stacked, const c10d::ReduceOp& op, at::Tensor out);
 
+/// `out` = `first` op `second` (two ranks' data in rank order, every element type's reduce op
+/// as reduce_ranks applies it to two rows); `out` may be either input.
+void reduce_two(const at::Tensor& first, const at::Tensor& second, const c10d::ReduceOp& op,
+                at::Tensor out);
+
+/// Whether two byte ranges share a byte.
+bool overlaps(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes);
+
 /// The Gloo op that carries a reduce op: SUM for AVG and PREMUL_SUM (finished by
 /// finish_reduction), the op itself otherwise.
 c10d::ReduceOp gloo_reduce_op(const c10d::ReduceOp& op);

@@ -108,8 +108,23 @@ void NeuronBackend::post_header_recvs() {
 }
 
 void NeuronBackend::check_tag(int tag, const char* collective) const {
-  TORCH_CHECK(tag != kHeaderTag, "neuron backend: ", collective, " with tag ", tag,
-              ", which the backend reserves for its collectives' headers");
+  TORCH_CHECK(tag < kDataTagBase, "neuron backend: ", collective, " with tag ", tag,
+              "; the backend reserves tags from ", kDataTagBase, " on for its collectives");
+}
+
+uint8_t* NeuronBackend::scratch(int64_t bytes) {
+  if (bytes <= 0) return nullptr;
+  if (!scratch_.defined() || scratch_.numel() < bytes) {
+    scratch_ = at::Tensor();  // free the old buffer first
+    scratch_ = at::empty({bytes}, at::kByte);
+  }
+  return scratch_.data_ptr<uint8_t>();
+}
+
+void NeuronBackend::trim_scratch() {
+  // Kept up to 64 MiB: fresh pages cost a fault each, a noticeable part of a mid-size
+  // collective's host time; larger buffers do not stay resident for the process's life.
+  if (scratch_.defined() && scratch_.numel() > (int64_t{64} << 20)) scratch_ = at::Tensor();
 }
 
 void NeuronBackend::check_peer(int peer, const char* collective) const {
@@ -135,6 +150,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   // (and fail with a clear error below) instead of corrupting a Gloo collective.
   // Data goes to every peer alike (`payload`), or each peer gets its own part (`part`:
   // all_to_all, reduce_scatter, scatter), so small collectives move no more than Gloo's would.
+  // Larger data of the collectives that post it goes in a message of its own (posted_data.h).
   std::vector<Bytes> parts;
   if (plan.part) {
     parts.reserve(size_);
@@ -143,9 +159,40 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   auto part_of = [&](int peer) -> const Bytes& { return plan.part ? parts[peer] : plan.payload; };
   int64_t largest = 0;
   for (int r = 0; r < size_; ++r) largest = std::max(largest, part_of(r).size);
-  const bool fits = largest <= layout_.inline_bytes;
-  const Header mine =
+  const bool posted = plan.landing && layout_.inline_bytes > 0;
+  const bool fits = posted || largest <= layout_.inline_bytes;
+  Header mine =
       make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps), fits ? largest : -1);
+  // Posted data: where each peer's data lands (and how much this rank expects from it).
+  std::vector<Landing> lands(size_);
+  bool landing = false;  // some data is larger than a slot: it lands outside the slots
+  uint8_t* lent = nullptr;
+  if (posted) {
+    lent = scratch(plan.scratch_bytes);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      lands[r] = plan.landing(r, lent);
+      landing = landing || lands[r].size > layout_.inline_bytes;
+    }
+    landing = landing || plan.land_always || part_of(rank_).size > layout_.inline_bytes;
+  }
+  // The header a peer gets: what it is sent and what this rank expects from it.
+  auto header_for = [&](int peer) {
+    Header h = mine;
+    if (posted) {
+      h.sends_bytes = std::max<int64_t>(part_of(peer).size, 0);
+      h.expects_bytes = lands[peer].size;
+      h.payload_bytes = layout_.in_slot(h.sends_bytes);
+    }
+    return h;
+  };
+  if (posted && size_ > 1) {
+    // Payload mode sends every peer this slot: every peer must get the same header.
+    mine = header_for(rank_ == 0 ? 1 : 0);
+    for (int r = 0; r < size_ && !plan.part; ++r) {
+      TORCH_INTERNAL_ASSERT(r == rank_ || lands[r].size == mine.expects_bytes);
+    }
+  }
   // The exchange buffers are reused: the exchange completes before run() returns and the
   // received slots are read before the next headers' receives are posted into them.
   const int64_t slot_bytes = layout_.slot_bytes(), head = layout_.payload_offset();
@@ -162,13 +209,21 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   auto copy_part = [&](uint8_t* slot, int peer) -> int64_t {
     const Bytes& part = part_of(peer);
     if (!fits || part.size <= 0) return 0;
-    std::memcpy(slot + head, part.data, part.size);
-    return part.size;
+    const int64_t length = layout_.in_slot(part.size);  // all of it unless posted
+    if (length > 0) std::memcpy(slot + head, part.data, length);
+    return length;
   };
   const int64_t own = plan.part && plan.own_part_direct ? 0 : copy_part(s, rank_);
   if (plan.part && fits && !outbox_.defined()) outbox_ = at::empty({size_ * slot_bytes}, at::kByte);
+  // Two tags a collective: its posted data and a second step's (Plan::landed).
+  PostedData data(*gloo_, kDataTagBase + static_cast<int>(2 * sequence_ % kDataTags));
   try {
     post_header_recvs();
+    for (int r = 0; r < size_; ++r) {
+      if (r != rank_ && layout_.in_slot(lands[r].size) == 0) {
+        data.post_recv(r, lands[r].data, lands[r].size);
+      }
+    }
     std::vector<c10::intrusive_ptr<c10d::Work>> sends;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
@@ -177,6 +232,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
       if (plan.part && fits) {
         from = outbox_.data_ptr<uint8_t>() + r * slot_bytes;
         std::memcpy(from, s, head);
+        const Header h = header_for(r);
+        std::memcpy(from, &h, sizeof(Header));
         length = head + copy_part(from, r);
       }
       std::vector<at::Tensor> v{at::from_blob(from, {length}, at::kByte)};
@@ -214,6 +271,28 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     }
   }
   check_agreement(plan.call, headers, send, recv, opts_.group);
+  if (posted) {
+    // Agreeing calls imply agreeing sizes; this guards the rule that a message never meets a
+    // shorter receive. Then the data beyond the slots goes to the receives the peers posted.
+    std::vector<int64_t> expects(size_, 0), sends_to(size_, 0);
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      expects[r] = lands[r].size;
+      sends_to[r] = std::max<int64_t>(part_of(r).size, 0);
+    }
+    check_posted_sizes(plan.call, headers, rank_, expects, sends_to, opts_.group);
+    try {
+      for (int r = 0; r < size_; ++r) {
+        if (r != rank_ && layout_.in_slot(sends_to[r]) == 0) {
+          data.post_send(r, part_of(r).data, sends_to[r]);
+        }
+      }
+    } catch (...) {
+      std::rethrow_exception(backend_error(fmt::format(
+          "neuron backend: {} failed on {}: {}. Another rank probably exited, hung or timed out.",
+          plan.call.name, where(), message_of(std::current_exception()))));
+    }
+  }
 
   // 3. The clocks meet: the collective starts when the last rank is ready. (A process that
   // models k ranks gives each of them its arrival; see BackendOptions::ranks_per_process.)
@@ -261,10 +340,36 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     return r.collectives().place(core_, rec, modelled, cost.duration, r.device().trace_sink());
   });
 
-  // 4. The data: from the exchanged slots, or through Gloo.
+  // 4. The data: posted with the header, from the exchanged slots, or through Gloo.
   auto future = make_future(opts_.device);
   std::vector<at::Tensor> outputs = plan.outputs;
-  if (all_fit) {
+  if (posted) {
+    try {
+      data.wait_all();
+    } catch (...) {
+      std::rethrow_exception(backend_error(fmt::format(
+          "neuron backend: {} failed on {}: {}. Another rank probably exited, hung or timed out.",
+          plan.call.name, where(), message_of(std::current_exception()))));
+    }
+  }
+  if (landing) {
+    for (int r = 0; r < size_; ++r) {
+      const int64_t length = r == rank_ ? 0 : layout_.in_slot(lands[r].size);
+      if (length > 0) std::memcpy(lands[r].data, g.data(r), length);
+    }
+    try {
+      PostedData next(*gloo_, kDataTagBase + static_cast<int>((2 * sequence_ + 1) % kDataTags));
+      plan.landed(lent, next);
+    } catch (...) {
+      std::rethrow_exception(backend_error(fmt::format(
+          "neuron backend: {} failed on {}: {}. Another rank probably exited, hung or timed out.",
+          plan.call.name, where(), message_of(std::current_exception()))));
+    }
+    trim_scratch();
+    post_header_recvs();  // the slots are read: the next headers may land in them
+    ScopedEventTime at_end(placed.end);
+    future->markCompleted(c10::IValue(outputs));
+  } else if (all_fit) {
     if (plan.from_slots) plan.from_slots(g);
     post_header_recvs();  // the slots are read: the next headers may land in them
     ScopedEventTime at_end(placed.end);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "distributed/host_ops.h"
+#include "distributed/posted_data.h"
 #include "distributed/wire.h"
 #include "neuronsim/collectives/collective_model.h"
 
@@ -26,7 +27,9 @@ struct BackendOptions {
   /// consecutive NeuronCores each), while the data moves between the N processes. For
   /// benchmarks of large groups on small machines (NEURON_SIM_CC_MODEL_RANKS); 1 otherwise.
   int ranks_per_process = 1;
-  int64_t inline_bytes = 0;  // data up to this many bytes per rank travels with the header
+  /// Data up to this many bytes per peer travels in the header's slot; larger data of the
+  /// collectives that post it (posted_data.h) as messages of this size before its tail.
+  int64_t inline_bytes = 0;
   std::chrono::milliseconds timeout{0};
 };
 
@@ -94,8 +97,26 @@ class NeuronBackend final : public c10d::Backend {
     std::function<void(const Gathered&)> from_slots;               // small: fills outputs
     std::function<c10::intrusive_ptr<c10d::Work>()> through_gloo;  // large: issues Gloo's op
     std::function<void()> after_gloo;                              // AVG, PREMUL_SUM
+    /// Posted data (set by the collectives whose direct exchange moves no more than Gloo's
+    /// collective would): data of any size travels with the header (posted_data.h), never
+    /// through_gloo. `landing` says where a peer's data goes (in `scratch`, a buffer of
+    /// `scratch_bytes` that run() lends, or in an output), `landed` finishes once every peer's
+    /// data is there (this rank's own part, reductions). Unless some data was too large for a
+    /// slot, from_slots finishes instead, as for inline data.
+    std::function<Landing(int peer, uint8_t* scratch)> landing;
+    int64_t scratch_bytes = 0;
+    /// `landed` may exchange more data through `next` (a second step, same tag space).
+    std::function<void(uint8_t* scratch, PostedData& next)> landed;
+    bool land_always = false;  // finish with `landed` even when all data fit in the slots
   };
   c10::intrusive_ptr<c10d::Work> run(Plan& plan);
+  /// Posted data of an all-gather: peers' chunks of `chunk` bytes land in `regions` (by rank).
+  void land_gathered(Plan& p, const at::Tensor& in, const std::vector<uint8_t*>& regions,
+                     int64_t chunk) const;
+  /// Posted data of a reduce-scatter: peers' chunks for this rank land in scratch rows and are
+  /// reduced with this rank's own chunk (at `own_chunk()`) into `out`.
+  void land_reduced_chunks(Plan& p, const at::Tensor& out, const c10d::ReduceOp& op,
+                           std::function<uint8_t*()> own_chunk) const;
   /// Posts the receives of the next collective's headers (one per peer, into `gathered_`) unless
   /// they are posted: posted early, a peer's header travels as soon as it is sent (Gloo sends a
   /// message only to a posted receive) and the exchange costs one message per peer, no round trip.
@@ -119,8 +140,17 @@ class NeuronBackend final : public c10d::Backend {
   at::Tensor outbox_;    // this rank's slot for each peer, when peers get different parts
   /// The posted receives of the next headers, by peer (empty when not posted).
   std::vector<c10::intrusive_ptr<c10d::Work>> header_recvs_;
-  /// The Gloo point-to-point tag of the header exchange (user sends and receives may not use it).
+  /// A scratch buffer of at least `bytes` for run() (kept for the next collective up to a size).
+  uint8_t* scratch(int64_t bytes);
+  void trim_scratch();
+  at::Tensor scratch_;
+  /// The Gloo point-to-point tags of the header exchange and (one per collective, cycling) of
+  /// posted data; user sends and receives may not use them.
   static constexpr int kHeaderTag = 0x7ffffff0;
+  static constexpr int kDataTagBase = 0x70000000;
+  /// The largest 2-rank all_reduce that posts its data (collectives.cpp).
+  static constexpr int64_t kPostedAllReduceMax = int64_t{64} << 20;
+  static constexpr int kDataTags = kHeaderTag - kDataTagBase;
   std::mutex mutex_;  // one collective is described, exchanged and placed at a time
 };
 

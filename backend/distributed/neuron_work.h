@@ -1,6 +1,7 @@
 #pragma once
 // The Work a neuron collective returns. Its future completes when the data is in place (at once
-// for collectives small enough to travel with the header exchange, on Gloo's thread otherwise)
+// for collectives whose data travels with the header exchange or is posted with it, on Gloo's
+// thread when Gloo's collective moves it)
 // and carries the collective's simulated end: wait(), like NCCL's, blocks the host only until
 // the data is there and makes the *current neuron stream* wait for the collective's end, so
 // later kernels on that stream start after it in simulated time.

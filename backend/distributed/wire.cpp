@@ -9,7 +9,7 @@
 namespace neuronsim::backend::distributed {
 
 namespace {
-constexpr uint64_t kMagic = 0x4e53434331ull;  // "NSCC1"
+constexpr uint64_t kMagic = 0x4e53434332ull;  // "NSCC2"
 
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
@@ -145,6 +145,20 @@ void check_agreement(const Call& call, const std::vector<Header>& headers,
                   " with mismatched split sizes: rank ", i, " sends ", send_splits[i][j],
                   " bytes to rank ", j, ", which expects ", recv_splits[j][i], " bytes from it");
     }
+  }
+}
+
+void check_posted_sizes(const Call& call, const std::vector<Header>& headers, int me,
+                        const std::vector<int64_t>& expects, const std::vector<int64_t>& sends,
+                        const std::string& group) {
+  for (size_t r = 0; r < headers.size(); ++r) {
+    if (static_cast<int>(r) == me) continue;
+    const Header& h = headers[r];
+    const bool to_me = h.sends_bytes == expects[r];
+    TORCH_CHECK(to_me && h.expects_bytes == sends[r], "neuron backend, process group '", group,
+                "': ", call.name, " with mismatched sizes: rank ", to_me ? me : r, " sends ",
+                to_me ? sends[r] : h.sends_bytes, " bytes to rank ", to_me ? r : me,
+                ", which expects ", to_me ? h.expects_bytes : expects[r], " bytes from it");
   }
 }
 

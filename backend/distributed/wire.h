@@ -6,6 +6,7 @@
 // for small collectives, the data itself (so they need no second round trip).
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -31,6 +32,10 @@ struct Header {
   uint64_t shapes_hash = 0;    // every tensor's shape
   int64_t payload_bytes = -1;  // bytes of data in this slot, -1 when the data is too large
   int64_t model_bytes = 0;     // the collective's size for the timing model (nccl-tests size)
+  // Posted data (posted_data.h), for the header's recipient: the bytes this rank sends it and
+  // the bytes it expects from it.
+  int64_t sends_bytes = 0;
+  int64_t expects_bytes = 0;
 };
 
 /// The slot layout: header, then (all_to_all) the bytes this rank sends to and receives from
@@ -41,6 +46,11 @@ struct SlotLayout {
   int64_t splits_offset() const;
   int64_t payload_offset() const;
   int64_t slot_bytes() const;
+  /// Of data of `bytes`, the bytes that travel in the slot: all or (posted data larger than a
+  /// slot, which travels in a message of its own) none.
+  int64_t in_slot(int64_t bytes) const {
+    return bytes <= inline_bytes ? std::max<int64_t>(bytes, 0) : 0;
+  }
 };
 
 /// The collective this rank is about to issue, as it describes itself to the others.
@@ -64,6 +74,12 @@ void check_agreement(const Call& call, const std::vector<Header>& headers,
                      const std::vector<std::vector<int64_t>>& send_splits,
                      const std::vector<std::vector<int64_t>>& recv_splits,
                      const std::string& group);
+
+/// Posted data: checks that what each peer sends this rank (`me`) is what it expects and the
+/// reverse (`expects`, `sends`: bytes by peer); throws c10::Error naming the first difference.
+void check_posted_sizes(const Call& call, const std::vector<Header>& headers, int me,
+                        const std::vector<int64_t>& expects, const std::vector<int64_t>& sends,
+                        const std::string& group);
 
 /// "float32[4, 8]" for messages.
 std::string describe(const Header& h);

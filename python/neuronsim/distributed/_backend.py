@@ -22,7 +22,9 @@ _incarnations: dict[str, int] = {}
 
 def _inline_bytes(size: int) -> int:
     """Data up to this many bytes per peer travels with the header every collective exchanges
-    (one round trip instead of two); larger data goes through Gloo's own collective. Inline data
+    (one round trip instead of two); larger data is posted with the header in a message of its
+    own (all-gather, reduce-scatter, all-to-all, 2-rank all-reduce) or goes through Gloo's own
+    collective after it (docs/distributed.md, "One collective"). Inline data
     goes from every rank to every other, so a rank receives up to (N-1) x this: the default keeps
     that near 8 MiB (at most 1 MiB a peer). The header round trip costs about what one small Gloo
     collective does (N(N-1) messages), so data that Gloo would move in latency-bound steps goes

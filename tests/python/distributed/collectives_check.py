@@ -1,7 +1,8 @@
 """Every collective of the neuron backend against Gloo on CPU tensors with the same inputs (run
-under torchrun by tests/python/test_distributed.py). Sizes straddle the inline threshold, so both
-paths (data with the header exchange, data through Gloo) run. Prints one line per rank at the
-end: "rank R: N checks passed"."""
+under torchrun by tests/python/test_distributed.py). Sizes straddle the inline threshold, so
+every path runs: data in the header's slot, posted with the header (larger than a slot, in a
+message of its own), and through Gloo's collective. Prints one line per rank at the end:
+"rank R: N checks passed"."""
 
 import sys
 
@@ -43,6 +44,12 @@ def same(name, got, want, tol=0.0):
         diff = (got.double() - want.double()).abs().max().item()
         raise AssertionError(f"rank {rank} {name}: neuron and Gloo differ (max abs diff {diff})")
     checks += 1
+
+
+def cpu_outs_of(x):
+    outs = [torch.empty_like(x) for _ in range(world)]
+    dist.all_gather(outs, x)
+    return outs
 
 
 def tol_for(dtype):
@@ -155,6 +162,25 @@ for n in SIZES:
             tol_for(dtype),
         )
 
+        # in place, as FSDP2 calls them: all_gather_into_tensor from the output's own chunk,
+        # reduce_scatter_tensor into a chunk of its input (posted data lands around them)
+        x = data((n, 2), dtype, 22)
+        out = torch.empty(world * n, 2, dtype=dtype, device=dev)
+        out[rank * n : (rank + 1) * n].copy_(x.to(dev))
+        dist.all_gather_into_tensor(out, out[rank * n : (rank + 1) * n])
+        same(f"all_gather_into_tensor in place {dtype} {n}", out, torch.cat(cpu_outs_of(x)))
+        x = data((world * n,), dtype, 23)
+        t = x.to(dev)
+        dist.reduce_scatter_tensor(t[rank * n : (rank + 1) * n], t)
+        full = x.clone()
+        dist.all_reduce(full)
+        same(
+            f"reduce_scatter_tensor in place {dtype} {n}",
+            t[rank * n : (rank + 1) * n],
+            full[rank * n : (rank + 1) * n],
+            tol_for(dtype),
+        )
+
         # all_to_all_single, even and uneven splits
         x = data((world * n, 3), dtype, 30)
         out = torch.empty_like(x, device=dev)
@@ -162,6 +188,9 @@ for n in SIZES:
         want = torch.empty_like(x)
         dist.all_to_all_single(want, x.clone())
         same(f"all_to_all_single {dtype} {n}", out, want)
+        t = x.to(dev)
+        dist.all_to_all_single(t, t)  # in place: the output overlaps the input being sent
+        same(f"all_to_all_single in place {dtype} {n}", t, want)
         send = [(rank + j) % 3 + (n if j == 0 else 0) for j in range(world)]  # rows to rank j
         recv = [(j + rank) % 3 + (n if rank == 0 else 0) for j in range(world)]
         x = data((sum(send), 3), dtype, 31)
@@ -227,6 +256,18 @@ for n in SIZES:
     dist.all_gather(w2, xs)
     fc.wait_tensor(cg[0])
     same(f"functional all_gather_coalesced {n}", fc.wait_tensor(cg[1]), torch.cat(w2))
+
+# An odd element count above the inline threshold: on 2 ranks the halves each rank reduces
+# differ by one element.
+for name in ("SUM", "AVG", "MAX"):
+    x = data((33333,), torch.float32, 80)
+    t = x.to(dev)
+    dist.all_reduce(t, op=getattr(dist.ReduceOp, name))
+    want = x.clone()
+    dist.all_reduce(want, op=dist.ReduceOp.MAX if name == "MAX" else dist.ReduceOp.SUM)
+    if name == "AVG":
+        want /= world
+    same(f"all_reduce odd size {name}", t, want, 1e-6)
 
 dist.barrier()
 dist.barrier(device_ids=None)

@@ -59,6 +59,22 @@ expect(
         torch.empty(world * (300000 + rank), device=mine), torch.ones(300000 + rank, device=mine)
     ),
 )
+still_works()
+# Larger than a slot (1 MiB) on one rank only, or on both with different sizes: the receives of
+# posted data are up before the agreement check, no rank sends data past it, so they are dropped
+# and the group goes on.
+expect(
+    ["mismatched shapes", "rank 0 has float32[262144]", "rank 1 has float32[524288]"],
+    lambda: dist.all_gather_into_tensor(
+        torch.empty(world * 262144 * (1 + rank), device=mine),
+        torch.ones(262144 * (1 + rank), device=mine),
+    ),
+)
+expect(
+    ["mismatched shapes"],
+    lambda: dist.all_reduce(torch.ones(300000 + 400000 * rank, device=mine)),
+)
+still_works()
 expect(
     ["rank 0 called all_reduce", "called broadcast", "same collectives in the same order"],
     lambda: dist.all_reduce(torch.ones(2, device=mine))

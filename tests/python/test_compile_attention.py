@@ -83,6 +83,22 @@ def test_attention_is_one_flash_region_and_matches_eager(kind, dtype):
     assert not any("softmax" in n or "bmm" in n for n in names), names
 
 
+def test_sdpa_with_an_additive_float_mask_is_one_flash_region():
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(2, 3, 150, 32).to("neuron") for _ in range(3))
+    mask = torch.randn(2, 1, 150, 150)
+    mask[..., 100:] = float("-inf")  # padded keys
+    mask = mask.to("neuron")
+
+    def f(q, k, v, mask):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask) * 2
+
+    before = neuronsim.compile_stats()
+    got = torch.compile(f, backend="neuron")(q, k, v, mask)
+    assert_close(got.cpu(), f(q, k, v, mask).cpu(), **TOL[torch.float32])
+    assert _delta(before)["attention_regions"] == 1
+
+
 def test_isa_mode_computes_the_attention_values():
     m = _model("sdpa", torch.float32)
     x = torch.randn(1, 300, 64).to("neuron")

@@ -7,8 +7,9 @@ as flash attention's backward does, in plain ATen ops that AOT autograd traces i
 graph (compiled as usual, unfused attention). Two rewrites put it into graphs:
 
 - ``rewrite_sdpa``: in dynamo's graph, before AOT autograd, ``scaled_dot_product_attention``
-  calls without dropout, mask or GQA become the op, so forward graphs of training keep it whole
-  (the math path would otherwise decompose it and save P for the backward);
+  calls without dropout or GQA, with no mask or an additive float one, become the op, so
+  forward graphs of training keep it whole (the math path would otherwise decompose it and
+  save P for the backward);
 - ``rewrite_attention``: in an ATen graph, ``bmm(q, k^T)`` [view] [scaling by constants]
   ``_softmax(-1)`` [expand] [view] ``bmm(., v)`` (a hand-written attention after decomposition)
   becomes the op when nothing else reads the scores or probabilities (inference graphs: a
@@ -105,6 +106,19 @@ def _example(n):
     return n.meta.get("example_value", n.meta.get("val"))
 
 
+def _additive_mask(mask, q, k) -> bool:
+    """No mask, or a float mask of q's dtype on the device broadcastable to the scores (a bool
+    mask keeps the decomposed path)."""
+    if mask is None:
+        return True
+    if not isinstance(mask, torch.Tensor) or not isinstance(q, torch.Tensor):
+        return False
+    if mask.dtype != q.dtype or mask.device.type != "neuron" or mask.dim() > q.dim():
+        return False
+    scores = (*q.shape[:-1], k.shape[-2])
+    return all(m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores), strict=False))
+
+
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 _SDPA_DEFAULTS = {"attn_mask": None, "dropout_p": 0.0, "is_causal": False, "scale": None}
 
@@ -127,7 +141,7 @@ def rewrite_sdpa(gm: torch.fx.GraphModule) -> int:
         a.update(zip(_SDPA_ARGS, n.args, strict=False))
         a.update(n.kwargs)
         if (
-            a["attn_mask"] is not None
+            not _additive_mask(_example(a["attn_mask"]), _example(a["query"]), _example(a["key"]))
             or a["dropout_p"] != 0.0
             or a["enable_gqa"]
             or not isinstance(a["is_causal"], bool)
@@ -137,7 +151,7 @@ def rewrite_sdpa(gm: torch.fx.GraphModule) -> int:
             continue
         scale = None if a["scale"] is None else float(a["scale"])
         n.target = torch.ops.neuronsim.sdpa.default
-        n.args = (a["query"], a["key"], a["value"], None, a["is_causal"], scale)
+        n.args = (a["query"], a["key"], a["value"], a["attn_mask"], a["is_causal"], scale)
         n.kwargs = {}
         count += 1
     if count:

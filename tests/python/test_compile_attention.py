@@ -99,6 +99,19 @@ def test_sdpa_with_an_additive_float_mask_is_one_flash_region():
     assert _delta(before)["attention_regions"] == 1
 
 
+def test_dynamic_sequence_length_compiles_per_shape():
+    m = _model("sdpa", torch.float32)
+    compiled = torch.compile(m, backend="neuron", dynamic=True)
+    seen = len(neuronsim.compile_stats()["per_graph"])
+    with torch.no_grad():
+        for s in (70, 130):
+            x = torch.randn(1, s, 64).to("neuron")
+            assert_close(compiled(x).cpu(), m(x).cpu(), **TOL[torch.float32])
+    # One attention region per specialised shape.
+    shapes = [g for g in neuronsim.compile_stats()["per_graph"][seen:] if "shape" in g]
+    assert [g["attention_regions"] for g in shapes] == [1, 1], shapes
+
+
 def test_isa_mode_computes_the_attention_values():
     m = _model("sdpa", torch.float32)
     x = torch.randn(1, 300, 64).to("neuron")

@@ -83,20 +83,28 @@ def _backward(ctx, grad):
 sdpa.register_autograd(_backward, setup_context=_setup_context)
 
 
+def _known(cond) -> bool:
+    """True when `cond` holds for every value of its symbols (dynamic shapes): the backend may
+    not add guards."""
+    from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+    return bool(statically_known_true(cond))
+
+
 def _fits(q, k, v) -> bool:
     """Operands the kernel takes: one float dtype on the device, equal batch dims, head dims
     up to 128."""
     ts = (q, k, v)
     if not all(isinstance(t, torch.Tensor) for t in ts):
         return False
-    return (
-        all(t.device.type == "neuron" and t.dtype == q.dtype and t.dim() >= 3 for t in ts)
-        and q.dtype in _DTYPES
-        and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
-        and k.shape[-1] == q.shape[-1]
-        and v.shape[-2] == k.shape[-2]
-        and q.shape[-1] <= _MAX_HEAD_DIM
-        and v.shape[-1] <= _MAX_HEAD_DIM
+    if not all(t.device.type == "neuron" and t.dtype == q.dtype and t.dim() >= 3 for t in ts):
+        return False
+    if q.dtype not in _DTYPES or not q.dim() == k.dim() == v.dim():
+        return False
+    same = [(a, b) for t in (k, v) for a, b in zip(q.shape[:-2], t.shape[:-2], strict=True)]
+    same += [(k.shape[-1], q.shape[-1]), (v.shape[-2], k.shape[-2])]
+    return all(_known(a == b) for a, b in same) and all(
+        _known(d <= _MAX_HEAD_DIM) for d in (q.shape[-1], v.shape[-1])
     )
 
 
@@ -116,7 +124,10 @@ def _additive_mask(mask, q, k) -> bool:
     if mask.dtype != q.dtype or mask.device.type != "neuron" or mask.dim() > q.dim():
         return False
     scores = (*q.shape[:-1], k.shape[-2])
-    return all(m in (1, s) for m, s in zip(reversed(mask.shape), reversed(scores), strict=False))
+    return all(
+        _known(m == 1) or _known(m == s)
+        for m, s in zip(reversed(mask.shape), reversed(scores), strict=False)
+    )
 
 
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")

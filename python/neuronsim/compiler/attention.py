@@ -47,7 +47,7 @@ def _(q, k, v, attn_mask, is_causal, scale):
 
 def _setup_context(ctx, inputs, output):
     q, k, v, attn_mask, is_causal, scale = inputs
-    ctx.save_for_backward(q, k, v, attn_mask)
+    ctx.save_for_backward(q, k, v, attn_mask, output)
     ctx.is_causal = is_causal
     ctx.scale = scale
 
@@ -62,7 +62,7 @@ def _sum_to(x: torch.Tensor, shape) -> torch.Tensor:
 
 
 def _backward(ctx, grad):
-    q, k, v, mask = ctx.saved_tensors
+    q, k, v, mask, out = ctx.saved_tensors
     scale = ctx.scale if ctx.scale is not None else q.shape[-1] ** -0.5
     s = torch.matmul(q, k.transpose(-2, -1)) * scale
     if mask is not None:
@@ -73,7 +73,8 @@ def _backward(ctx, grad):
     p = torch.softmax(s, dim=-1)
     dv = torch.matmul(p.transpose(-2, -1), grad)
     dp = torch.matmul(grad, v.transpose(-2, -1))
-    ds = p * (dp - (dp * p).sum(-1, keepdim=True))
+    # rowsum(dP * P) = rowsum(dO * O): a pass over [S, Dv] instead of [S, S] (flash backward)
+    ds = p * (dp - (grad * out).sum(-1, keepdim=True))
     dq = torch.matmul(ds, k) * scale
     dk = torch.matmul(ds.transpose(-2, -1), q) * scale
     dmask = _sum_to(ds, mask.shape) if mask is not None and ctx.needs_input_grad[3] else None

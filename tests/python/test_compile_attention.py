@@ -81,6 +81,11 @@ def test_attention_is_one_flash_region_and_matches_eager(kind, dtype):
     assert sum("flash_attention" in n for n in names) == 1, names
     # No softmax or second bmm outside the attention region.
     assert not any("softmax" in n or "bmm" in n for n in names), names
+    # The report's torch.compile line counts them.
+    from neuronsim.cli.sections import compile_lines
+
+    line = compile_lines({"compile": neuronsim.compile_stats()})[0]
+    assert "flash attention)" in line, line
 
 
 def test_sdpa_with_an_additive_float_mask_is_one_flash_region():

@@ -31,6 +31,9 @@ constexpr float kMaxFloor = -1e30f;
 // transfers.
 constexpr uint8_t kKQueue = 0, kVQueue = 1, kQQueue = 2, kMaskQueue = 4, kStoreQueue = 8;
 
+// SBUF bytes per partition a batch-invariant mask may keep resident.
+constexpr uint64_t kResidentMaskBytes = 32 << 10;
+
 // Steps (a Q tile against one key block) in flight: the emission runs two steps ahead.
 constexpr int kSteps = 3;
 
@@ -148,6 +151,10 @@ class FlashEmitter {
       mb_.assign(ms.begin(), ms.end() - 2);
       m_rs_ = ms[ms.size() - 2];
       m_cs_ = ms.back();
+      // A mask shared by every batch (a causal or padding pattern over [Sq, Sk]) stays in SBUF
+      // when small: loaded once instead of once per batch.
+      mask_resident_ = std::all_of(mb_.begin(), mb_.end(), [](int64_t x) { return x == 0; }) &&
+                       static_cast<uint64_t>(ceil_div(sq_, p_) * sk_) * 4 <= kResidentMaskBytes;
     }
     batches_ = 1;
     for (int64_t s : batch_) batches_ *= s;
@@ -171,6 +178,10 @@ class FlashEmitter {
 
   void allocate() {
     const uint64_t nkt = static_cast<uint64_t>(nkt_);
+    if (mask_resident_) {
+      mask_res_off_ = pb_.alloc_sbuf(static_cast<uint64_t>(ceil_div(sq_, p_) * sk_) * 4);
+      for (int64_t t = 0; t < ceil_div(sq_, p_); ++t) mask_res_buf_.push_back(sb_.buffer());
+    }
     const uint64_t D = static_cast<uint64_t>(d_), Dv = static_cast<uint64_t>(dv_);
     k_stage_ = slot(nkt * D * es_);
     for (int s = 0; s < kSteps; ++s) {
@@ -181,7 +192,7 @@ class FlashEmitter {
         v_buf_[s].push_back(sb_.buffer());
       }
       if (mask_ || spec_.causal) s_sb_[s] = slot(uint64_t{blk_} * 4);
-      if (mask_) mask_tile_[s] = slot(uint64_t{blk_} * 4);
+      if (mask_ && !mask_resident_) mask_tile_[s] = slot(uint64_t{blk_} * 4);
       prob_[s] = slot(uint64_t{blk_} * es_);
       pt_off_[s] = pb_.alloc_sbuf(uint64_t{blk_} * es_);
       for (uint32_t c = 0; c < blk_ / p_; ++c) pt_buf_[s].push_back(sb_.buffer());
@@ -393,7 +404,18 @@ class FlashEmitter {
                      isa::sbuf_tile(dt_, D, qt_[ts].off, st.qr),
                      isa::sbuf(dt_, 0, D, kt_off_[bs] + st.k0 * es_, {{1, st.w}}), false),
          reads, s_bank_bufs(ss));
-    if (mask_) {
+    if (mask_resident_ && st.batch == 0 && st.new_tile) {
+      // One load per Q tile for every batch: [qr, Sk], scaled once.
+      const size_t t = static_cast<size_t>(st.q0 / p_);
+      const AccessPattern rows = isa::sbuf(DType::kFp32, 0, st.qr, mask_res_off_ + t * sk_ * 4,
+                                           {{1, static_cast<uint32_t>(sk_)}});
+      emit(dma_queue(static_cast<uint8_t>(kMaskQueue + t % 2)),
+           isa::dma_copy(rows, hbm_ap(*mask_, st.q0 * m_rs_, st.qr, m_rs_,
+                                      {{m_cs_, static_cast<uint32_t>(sk_)}})),
+           {}, {mask_res_buf_[t]});
+      emit(kGpSimd, isa::tensor_scalar(rows, rows, AluOp::kMultiply, isa::imm(1.0f / spec_.scale)),
+           {mask_res_buf_[t]}, {mask_res_buf_[t]});
+    } else if (mask_ && !mask_resident_) {
       const Slot& mt = mask_tile_[ss];
       const AccessPattern tile = isa::sbuf_tile(DType::kFp32, st.qr, mt.off, st.w);
       emit(dma_queue(static_cast<uint8_t>(kMaskQueue + ss)),
@@ -417,10 +439,13 @@ class FlashEmitter {
     Buffer src_buf = s_psum_[ss].buf;
     if (mask_) {
       const AccessPattern ssb = isa::sbuf_tile(DType::kFp32, qr, s_sb_[ss].off, w);
-      emit(kVector,
-           isa::tensor_tensor(ssb, src, isa::sbuf_tile(DType::kFp32, qr, mask_tile_[ss].off, w),
-                              AluOp::kAdd),
-           {src_buf, mask_tile_[ss].buf}, {s_sb_[ss].buf});
+      const size_t t = static_cast<size_t>(st.q0 / p_);
+      const AccessPattern m =
+          mask_resident_
+              ? isa::sbuf(DType::kFp32, 0, qr, mask_res_off_ + (t * sk_ + st.k0) * 4, {{1, w}})
+              : isa::sbuf_tile(DType::kFp32, qr, mask_tile_[ss].off, w);
+      const Buffer mb = mask_resident_ ? mask_res_buf_[t] : mask_tile_[ss].buf;
+      emit(kVector, isa::tensor_tensor(ssb, src, m, AluOp::kAdd), {src_buf, mb}, {s_sb_[ss].buf});
       src = ssb;
       src_buf = s_sb_[ss].buf;
     }
@@ -566,6 +591,9 @@ class FlashEmitter {
   uint64_t es_ = 4;
   std::vector<int64_t> batch_, qb_, kb_, vb_, ob_, mb_;
   int64_t m_rs_ = 0, m_cs_ = 0;
+  bool mask_resident_ = false;
+  uint64_t mask_res_off_ = 0;
+  std::vector<Buffer> mask_res_buf_;
   // SBUF
   Slot k_stage_;
   // Per step in flight (step % kSteps), per batch (K^T, V: batch % kSteps) or per Q tile

@@ -50,8 +50,9 @@ struct Case {
   DType dt = DType::kFp32;
   bool causal = false;
   enum class Mask { kNone, kRandom, kLeftPad } mask = Mask::kNone;
-  bool k_transposed = false;  // K stored [..., D, Sk] and viewed as [..., Sk, D]
-  bool kv_broadcast = false;  // K and V with batch size 1 in their first batch dim
+  bool k_transposed = false;    // K stored [..., D, Sk] and viewed as [..., Sk, D]
+  bool kv_broadcast = false;    // K and V with batch size 1 in their first batch dim
+  bool mask_per_batch = false;  // the mask has the output's batch dims
 };
 
 class Placer {
@@ -104,20 +105,22 @@ void run_case(device::Device& dev, const Case& c) {
   pl.fill(v, 3);
   std::vector<float> mh;
   if (c.mask != Case::Mask::kNone) {
-    // [Sq, Sk], broadcast over the batch.
-    mask = TensorDesc{0, DType::kFp32, {c.sq, c.sk}, {c.sk, 1}};
+    // [Sq, Sk] broadcast over the batch (kept in SBUF), or one per batch (streamed).
+    const std::vector<int64_t> ms =
+        c.mask_per_batch ? with(c.batch, c.sq, c.sk) : std::vector<int64_t>{c.sq, c.sk};
+    mask = TensorDesc{0, DType::kFp32, ms, row_major(ms)};
     pl.place(*mask);
     pl.fill(*mask, 4);
     auto* m = reinterpret_cast<float*>(dev.hbm_data() + mask->address);
     const float ninf = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < c.sq; ++i) {
-      for (int64_t j = 0; j < c.sk; ++j) {
-        float& x = m[i * c.sk + j];
-        if (c.mask == Case::Mask::kLeftPad) {
-          x = j < 520 && i % 2 == 0 ? ninf : 0.0f;  // even rows: their first key block masked
-        } else if ((i * 7 + j * 3) % 11 == 0 && j != i % c.sk) {
-          x = ninf;
-        }
+    for (uint64_t e = 0; e < mask->numel(); ++e) {
+      const int64_t i = static_cast<int64_t>(e) / c.sk % c.sq, j = static_cast<int64_t>(e) % c.sk;
+      float& x = m[e];
+      if (c.mask == Case::Mask::kLeftPad) {
+        x = j < 520 && i % 2 == 0 ? ninf : 0.0f;  // even rows: their first key block masked
+      } else if ((i * 7 + j * 3 + static_cast<int64_t>(e) / (c.sq * c.sk)) % 11 == 0 &&
+                 j != i % c.sk) {
+        x = ninf;
       }
     }
     mh = pl.read(*mask);
@@ -207,6 +210,15 @@ TEST(FlashAttention, Bf16AdditiveMaskWideHeadNarrowValue) {
   auto dev = testing::make_device();
   Case c{{2}, 200, 600, 128, 64, DType::kBf16};
   c.mask = Case::Mask::kRandom;
+  run_case(*dev, c);
+}
+
+TEST(FlashAttention, Fp32PerBatchMaskStreamsWithTheKeys) {
+  auto dev = testing::make_device();
+  Case c{{2, 2}, 140, 700, 32, 32};
+  c.mask = Case::Mask::kRandom;
+  c.mask_per_batch = true;
+  c.causal = true;
   run_case(*dev, c);
 }
 

@@ -88,6 +88,33 @@ def test_attention_is_one_flash_region_and_matches_eager(kind, dtype):
     assert "flash attention)" in line, line
 
 
+class CausalGPT(nn.Module):
+    """nanoGPT's hand-written causal attention: a tril buffer and masked_fill(-inf)."""
+
+    def __init__(self, block=256):
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(block, block)).view(1, 1, block, block))
+
+    def forward(self, q, k, v):
+        t = q.size(-2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+        return torch.softmax(att, dim=-1) @ v
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_hand_written_causal_masked_fill_is_one_flash_region(dtype):
+    m = CausalGPT().to("neuron")
+    torch.manual_seed(2)
+    q, k, v = (torch.randn(2, 3, 200, 32).to("neuron", dtype) for _ in range(3))
+    before = neuronsim.compile_stats()
+    with torch.no_grad():
+        got = torch.compile(m, backend="neuron")(q, k, v)
+        want = m(q, k, v)
+    assert_close(got.cpu().float(), want.cpu().float(), **TOL[dtype])
+    assert _delta(before)["attention_regions"] == 1, neuronsim.compile_stats()["per_graph"][-1]
+
+
 def test_sdpa_with_an_additive_float_mask_is_one_flash_region():
     torch.manual_seed(1)
     q, k, v = (torch.randn(2, 3, 150, 32).to("neuron") for _ in range(3))

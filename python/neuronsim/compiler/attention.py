@@ -172,6 +172,53 @@ def rewrite_sdpa(gm: torch.fx.GraphModule) -> int:
     return count
 
 
+def _is_neg_inf(x) -> bool:
+    if isinstance(x, torch.fx.Node):
+        return x.target is torch.ops.aten.scalar_tensor.default and x.args[0] == float("-inf")
+    return x == float("-inf")
+
+
+def _mask_ok(mask, q) -> bool:
+    """A chain's mask the kernel takes: q's dtype, broadcast over the bmm's batch (dims before
+    the last two all 1)."""
+    if mask[0] == "fill":
+        shape, dtype = _example(mask[1]).shape, q.dtype
+    else:
+        mv = _example(mask[1])
+        if not isinstance(mv, torch.Tensor):
+            return False
+        shape, dtype = mv.shape, mv.dtype
+    return dtype == q.dtype and len(shape) >= 2 and all(_known(d == 1) for d in shape[:-2])
+
+
+def _additive(g: torch.fx.Graph, mask, q):
+    """Inserts the chain's mask as an additive [Sq', Sk'] mask of q's dtype
+    (masked_fill(cond, -inf) becomes where(cond, -inf, 0)); returns its node."""
+    aten = torch.ops.aten
+    if mask[0] == "fill":
+        cond = mask[1]
+        cv = _example(cond)
+        scalars = []
+        for value in (float("-inf"), 0.0):
+            n = g.call_function(
+                aten.scalar_tensor.default,
+                (value,),
+                {"dtype": q.dtype, "layout": torch.strided, "device": q.device},
+            )
+            n.meta["val"] = q.new_full((), value)
+            scalars.append(n)
+        m = g.call_function(aten.where.self, (cond, *scalars))
+        m.meta["val"] = torch.where(cv, scalars[0].meta["val"], scalars[1].meta["val"])
+    else:
+        m = mask[1]
+    mv = _example(m)
+    if mv.dim() > 2:
+        shape = list(mv.shape[-2:])
+        m = g.call_function(aten.view.default, (m, shape))
+        m.meta["val"] = mv.view(shape)
+    return m
+
+
 def rewrite_attention(gm: torch.fx.GraphModule) -> int:
     """An ATen graph: hand-written attention chains whose scores and probabilities nothing else
     reads become neuronsim::sdpa. Returns how many."""
@@ -210,19 +257,34 @@ def rewrite_attention(gm: torch.fx.GraphModule) -> int:
             continue
         chain.append(x)
         x = x.args[0]
-        scale = 1.0
-        while (
-            private(x)
-            and x.target in (aten.div.Tensor, aten.mul.Tensor)
-            and isinstance(x.args[1], float | int)
-            and not isinstance(x.args[1], bool)
-        ):
-            c = float(x.args[1])
-            if c == 0:
+        scale, mask, scaled = 1.0, None, False
+        while private(x):
+            a = x.args
+            if (
+                x.target in (aten.div.Tensor, aten.mul.Tensor)
+                and isinstance(a[1], float | int)
+                and not isinstance(a[1], bool)
+                and a[1] != 0
+            ):
+                scale = scale / float(a[1]) if x.target is aten.div.Tensor else scale * float(a[1])
+                scaled = True
+            elif mask is None and x.target is aten.where.self and _is_neg_inf(a[1]):
+                mask = ("fill", a[0], a[1])  # masked_fill(cond, -inf): any order with scaling
+                chain.append(x)
+                x = a[2]
+                continue
+            elif (
+                mask is None
+                and not scaled
+                and x.target is aten.add.Tensor
+                and isinstance(a[1], torch.fx.Node)
+                and x.kwargs.get("alpha", 1) == 1
+            ):
+                mask = ("add", a[1])  # an additive mask after the scaling
+            else:
                 break
-            scale = scale / c if x.target is aten.div.Tensor else scale * c
             chain.append(x)
-            x = x.args[0]
+            x = a[0]
         if private(x) and x.target in views:
             chain.append(x)
             x = x.args[0]
@@ -241,10 +303,13 @@ def rewrite_attention(gm: torch.fx.GraphModule) -> int:
             continue  # the softmax ran in another dtype
         if not _fits(qv, ktv.transpose(-2, -1), vv):
             continue
+        if mask is not None and not _mask_ok(mask, qv):
+            continue
         with g.inserting_before(bmm2):
+            m = _additive(g, mask, qv) if mask is not None else None
             k = g.call_function(aten.transpose.int, (kt, -2, -1))
             k.meta["val"] = ktv.transpose(-2, -1)
-            fused = g.call_function(torch.ops.neuronsim.sdpa.default, (q, k, v, None, False, scale))
+            fused = g.call_function(torch.ops.neuronsim.sdpa.default, (q, k, v, m, False, scale))
             fused.meta["val"] = _example(bmm2)
         bmm2.replace_all_uses_with(fused)
         for n in [bmm2, *chain]:

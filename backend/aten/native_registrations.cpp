@@ -11,6 +11,10 @@
 #include "aten/native_ops.h"
 
 namespace neuronsim::backend {
+
+NativeOpTable
+attention_ops();  // aten/attention.cpp (declared here: native_ops.h is widely included)
+
 namespace {
 
 // Every op family's table, by base name.
@@ -22,7 +26,7 @@ const std::unordered_map<std::string, NativeOp>& native_ops() {
                        convolution_ops,     batch_norm_ops,  pooling_ops,   foreach_ops,
                        fused_optimizer_ops, grad_scaler_ops, selection_ops, compaction_ops,
                        histogram_ops,       recurrent_ops,   rearrange_ops, membership_ops,
-                       group_norm_ops,      upsample_ops,    unfold_ops}) {
+                       group_norm_ops,      upsample_ops,    unfold_ops,    attention_ops}) {
       for (NativeOp& op : table()) all[op.name] = std::move(op);
     }
     // Families whose programs follow from shapes, strides, dtypes and scalars alone may reuse
@@ -81,13 +85,13 @@ void register_native_ops() {
     auto op = d.findOp(name);
     if (!op) continue;
     // Overloads with a CPU kernel; with a CompositeExplicitAutograd one when the op asks for
-    // it; with none when the op computes its values itself.
+    // it; with none (or a composite that only says "not implemented", as the
+    // _scaled_dot_product_fused_attention_overrideable hook for PrivateUse1) when the op
+    // computes its values itself.
     const bool cpu = op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
     const bool composite = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd);
     const bool implicit = op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd);
-    if (!cpu && !(native->composite && composite) &&
-        !(native->host_values && !composite && !implicit))
-      continue;
+    if (!cpu && !(native->composite && composite) && !(native->host_values && !implicit)) continue;
     const auto& schema = op->schema();
     if (is_view(schema) || takes_generator(schema)) continue;
     if (op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;

@@ -30,7 +30,7 @@ CompiledGraphRun::CompiledGraphRun(kernels::graph::CompiledGraph cg)
     const int r = cg_.partition.stored_by[v];
     if (r < 0) continue;
     const auto kind = cg_.partition.regions[static_cast<size_t>(r)].kind;
-    if (kind == Region::Kind::kTile || kind == Region::Kind::kMatmul) {
+    if (kernels::graph::emits_program(kind)) {
       written_roots.insert(cg_.lowered.root[v]);
     }
   }
@@ -62,8 +62,7 @@ bool CompiledGraphRun::written_here(int segment, int value) const {
   const int r = cg_.partition.stored_by[static_cast<size_t>(value)];
   if (r < 0) return false;
   const auto& region = cg_.partition.regions[static_cast<size_t>(r)];
-  return region.segment == segment &&
-         (region.kind == Region::Kind::kTile || region.kind == Region::Kind::kMatmul);
+  return region.segment == segment && kernels::graph::emits_program(region.kind);
 }
 
 void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensors) {

@@ -83,7 +83,7 @@ py::dict report(const CompiledGraphRun& run) {
     const auto& region = cg.partition.regions[r];
     py::dict x;
     x["name"] = cg.region_name[r];
-    const char* kinds[] = {"tile", "matmul", "eager", "host"};
+    const char* kinds[] = {"tile", "matmul", "eager", "host", "attention"};
     x["kind"] = kinds[static_cast<int>(region.kind)];
     x["segment"] = region.segment;
     py::list ns;

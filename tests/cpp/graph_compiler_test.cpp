@@ -430,5 +430,82 @@ TEST(GraphCompiler, CopyIntoAnInputIsStored) {
   EXPECT_LT(worst, 1e-5);
 }
 
+// neuronsim::sdpa (what torch.compile's attention rewrites produce) is one attention region: the
+// flash attention program between a producer and a consumer region, its output in HBM, its
+// scores and probabilities nowhere.
+TEST(GraphCompiler, SdpaIsOneAttentionRegionBetweenItsNeighbours) {
+  GraphHarness h;
+  const int64_t G = 2, S = 200, D = 32;
+  const int q = h.input("q", {G, S, D});
+  const int k = h.input("k", {G, S, D});
+  const int v = h.input("v", {G, S, D});
+  const int q2 =
+      h.node("mul", "aten::mul", {{"self", T(q)}, {"other", Arg::number(0.5)}}, meta({G, S, D}));
+  const int o = h.node("sdpa", "neuronsim::sdpa",
+                       {{"q", T(q2)},
+                        {"k", T(k)},
+                        {"v", T(v)},
+                        {"attn_mask", Arg::none()},
+                        {"is_causal", Arg::boolean(true)},
+                        {"scale", Arg::none()}},
+                       meta({G, S, D}));
+  const int y = h.node("relu", "aten::relu", {{"self", T(o)}}, meta({G, S, D}));
+  h.graph().add_output(y);
+  CompiledGraph cg = h.compile();
+  ASSERT_EQ(cg.segments.size(), 1u);
+  ASSERT_EQ(cg.partition.regions.size(), 3u);
+  EXPECT_EQ(cg.partition.regions[1].kind, kernels::graph::Region::Kind::kAttention);
+  EXPECT_NE(cg.region_name[1].find("flash_attention"), std::string::npos) << cg.region_name[1];
+  EXPECT_EQ(cg.node_class[1], NodeClass::kFused);
+  EXPECT_EQ(cg.partition.stored_by[static_cast<size_t>(o)], 1);
+  h.run(cg);
+  const double scale = 1.0 / std::sqrt(double(D));
+  double worst = 0;
+  for (int64_t b = 0; b < G; ++b) {
+    for (int64_t i = 0; i < S; ++i) {
+      std::vector<double> p(static_cast<size_t>(i + 1));
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j <= i; ++j) {
+        double s = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          s += 0.5 * h.at(q, static_cast<uint64_t>((b * S + i) * D + d)) *
+               h.at(k, static_cast<uint64_t>((b * S + j) * D + d));
+        }
+        p[static_cast<size_t>(j)] = s * scale;
+        mx = std::max(mx, s * scale);
+      }
+      for (double& x : p) sum += (x = std::exp(x - mx));
+      for (int64_t e = 0; e < D; ++e) {
+        double r = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          r += p[static_cast<size_t>(j)] * h.at(v, static_cast<uint64_t>((b * S + j) * D + e));
+        }
+        r = std::max(r / sum, 0.0);
+        worst = std::max(worst, std::abs(r - h.at(y, static_cast<uint64_t>((b * S + i) * D + e))));
+      }
+    }
+  }
+  EXPECT_LT(worst, 1e-4);
+}
+
+// Operands the kernel does not take (a head dim above 128) leave the node opaque: it runs with
+// its eager kernel, the reason named.
+TEST(GraphCompiler, SdpaWithAWideHeadStaysEager) {
+  GraphHarness h;
+  const int q = h.input("q", {1, 16, 160});
+  const int o = h.node("sdpa", "neuronsim::sdpa",
+                       {{"q", T(q)},
+                        {"k", T(q)},
+                        {"v", T(q)},
+                        {"attn_mask", Arg::none()},
+                        {"is_causal", Arg::boolean(false)},
+                        {"scale", Arg::number(0.1)}},
+                       meta({1, 16, 160}));
+  h.graph().add_output(o);
+  CompiledGraph cg = h.compile();
+  EXPECT_EQ(cg.node_class[0], NodeClass::kEager);
+  EXPECT_NE(cg.node_reason[0].find("head dims"), std::string::npos) << cg.node_reason[0];
+}
+
 }  // namespace
 }  // namespace neuronsim

@@ -1,5 +1,7 @@
 #include "neuronsim/kernels/graph/compiler.h"
 
+#include "neuronsim/kernels/graph/attention_region.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -213,6 +215,24 @@ CompiledGraph compile_graph(const Graph& g, const device::CoreParams& core,
       Part& part = u.part;
       part.name = cg.region_name[r];
       part.detail = details[r];
+      if (region.kind == Region::Kind::kAttention) {
+        const Op& op = cg.lowered.ops.at(static_cast<size_t>(region.ops.at(0)));
+        try {
+          try {
+            part.program = build_attention_region(cg.lowered, op, part.name, half);
+            part.sbuf_base = window * half.sbuf.partition_bytes;
+            part.psum_base = window * half.psum.partition_bytes;
+            window ^= 1;
+          } catch (const std::length_error&) {
+            part.program = build_attention_region(cg.lowered, op, part.name, core);
+          }
+        } catch (const std::exception& e) {
+          failure = EmitFailure{static_cast<int>(r), e.what()};
+        }
+        part.program.name = part.name;
+        units.push_back(std::move(u));
+        continue;
+      }
       if (!specs[r]) {  // eager or host: placeholders
         part.barrier = true;
         units.push_back(std::move(u));

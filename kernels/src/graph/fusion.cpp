@@ -53,6 +53,9 @@ class Partitioner {
         case Op::Kind::kMatmul:
           new_region(Region::Kind::kMatmul, oi, segment);
           break;
+        case Op::Kind::kAttention:  // a program of its own; its output goes to HBM
+          new_region(Region::Kind::kAttention, oi, segment);
+          break;
         case Op::Kind::kView: {
           const int p = producer_.at(static_cast<size_t>(op.inputs.at(0)));
           const int r = p >= 0 ? region_of_.at(static_cast<size_t>(p)) : -1;
@@ -384,6 +387,7 @@ std::string region_label(const LoweredGraph& g, const Region& r) {
     last_node = op.node;
     std::string n = g.graph.nodes().at(static_cast<size_t>(op.node)).op;
     if (n.rfind("aten::", 0) == 0) n = n.substr(6);
+    if (op.kind == Op::Kind::kAttention) n = "flash_attention";
     if (names.empty() || names.back() != n) names.push_back(n);
   }
   std::string s;

@@ -145,6 +145,16 @@ class Lowerer {
     op.output = output;
     out_.ops.push_back(std::move(op));
   }
+  void attention(std::vector<int> inputs, int output, float scale, bool causal) {
+    Op op;
+    op.kind = Op::Kind::kAttention;
+    op.node = index_;
+    op.inputs = std::move(inputs);
+    op.output = output;
+    op.scale = scale;
+    op.causal = causal;
+    out_.ops.push_back(std::move(op));
+  }
   void view(int in, int output, int root_of) {
     Op op;
     op.kind = Op::Kind::kView;
@@ -307,6 +317,35 @@ void softmax_backward_rule(Lowerer& l, bool log) {
     l.e().alu(AluOp::kMultiply, l.value(y), l.e().alu(AluOp::kSubtract, l.value(g), l.value(s)));
   }
   l.pointwise(out);
+}
+
+// neuronsim::sdpa (python/neuronsim/compiler/attention.py: what scaled_dot_product_attention and
+// the hand-written softmax(q @ k^T * scale) @ v become): one flash attention program.
+void attention_rule(Lowerer& l) {
+  const int q = l.tensor("q"), k = l.tensor("k"), v = l.tensor("v");
+  const int out = l.node().outputs.at(0);
+  std::vector<int> inputs{q, k, v};
+  if (l.has("attn_mask")) {
+    const int m = l.tensor("attn_mask");
+    if (l.meta(m).is_bool() || !l.meta(m).fusable()) throw NotLowered("mask is not a float mask");
+    inputs.push_back(m);
+  }
+  const TensorMeta& qm = l.meta(q);
+  for (int x : {q, k, v, out}) {
+    const TensorMeta& m = l.meta(x);
+    if (!m.on_device || m.dim() < 2 || m.dtype != qm.dtype || m.is_bool() ||
+        (m.dtype != device::DType::kFp32 && m.dtype != device::DType::kBf16 &&
+         m.dtype != device::DType::kFp16)) {
+      throw NotLowered("attention operands of one float dtype on the device are needed; got " +
+                       m.to_string());
+    }
+  }
+  const int64_t d = qm.sizes.back();
+  if (d > 128 || l.meta(v).sizes.back() > 128) throw NotLowered("head dims above 128");
+  const double scale = l.number("scale", 1.0 / std::sqrt(static_cast<double>(d)));
+  if (!(scale > 0) || !std::isfinite(scale)) throw NotLowered("scale is not positive");
+  const Arg& causal = l.node().arg("is_causal");
+  l.attention(inputs, out, static_cast<float>(scale), causal.kind == Arg::Kind::kBool && causal.b);
 }
 
 void layer_norm_rule(Lowerer& l) {
@@ -650,6 +689,7 @@ std::unordered_map<std::string, Rule> make_rules() {
   r["aten::_softmax_backward_data"] = [](Lowerer& l) { softmax_backward_rule(l, false); };
   r["aten::_log_softmax_backward_data"] = [](Lowerer& l) { softmax_backward_rule(l, true); };
   r["aten::native_layer_norm"] = layer_norm_rule;
+  r["neuronsim::sdpa"] = attention_rule;
   // Matmuls.
   r["aten::mm"] = [](Lowerer& l) {
     l.matmul(l.tensor("self"), l.tensor("mat2"), l.node().outputs.at(0));

@@ -61,6 +61,14 @@ void SyncedBuilder::emit(device::StreamId s, const device::Instruction& in,
   }
 }
 
+void SyncedBuilder::publish(device::StreamId s) {
+  const int si = stream_index(s);
+  auto& marks = marks_[static_cast<size_t>(si)];
+  const uint64_t seq = seq_[static_cast<size_t>(si)];
+  if (seq == 0 || (!marks.empty() && marks.back().first >= seq)) return;
+  marks.emplace_back(seq, b_.mark(s));
+}
+
 void SyncedBuilder::wait_idle(device::StreamId s, Buffer buf) {
   const int si = stream_index(s);
   State& st = buffers_.at(static_cast<size_t>(buf));

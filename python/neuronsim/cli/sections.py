@@ -146,10 +146,13 @@ def compile_lines(s: dict) -> list[str]:
     c = s.get("compile") or {}
     if not (c.get("graphs") or c.get("backward_graphs")):
         return []
+    n_attention = c.get("attention_regions", 0)
+    attention = f" ({n_attention} flash attention)" if n_attention else ""
     out = [
         f"{c.get('graphs', 0)} forward/inference and {c.get('backward_graphs', 0)} backward "
         f"graphs, {c.get('nodes', 0)} nodes: {c.get('fused_nodes', 0)} fused into "
-        f"{c.get('fused_regions', 0)} regions, {c.get('native_nodes', 0)} data-dependent "
+        f"{c.get('fused_regions', 0)} regions{attention}, {c.get('native_nodes', 0)} "
+        "data-dependent "
         f"device kernels and {c.get('eager_nodes', 0)} eager kernels inside launches, "
         f"{c.get('host_nodes', 0)} on the host, {c.get('collective_nodes', 0)} collectives "
         f"between launches; compile time "

@@ -21,6 +21,7 @@ import torch
 import torch.fx
 
 from neuronsim.compiler import stats
+from neuronsim.compiler.attention import rewrite_attention, rewrite_sdpa
 from neuronsim.compiler.const_fold import fold_constants
 from neuronsim.compiler.fx_graph import (
     UnsupportedGraph,
@@ -113,6 +114,7 @@ class CompiledGraph:
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs, kind: str):
         _counter[kind] += 1
+        rewrite_attention(gm)
         self.folded = fold_constants(gm)
         overlap_collectives(gm)
         self.gm = gm
@@ -233,7 +235,10 @@ class CompiledGraph:
                 k = f"{n['op']}: {reason}"
                 not_fused[k] = not_fused.get(k, 0) + 1
         e.update(
-            regions=sum(1 for r in report["regions"] if r["kind"] in ("tile", "matmul")),
+            regions=sum(
+                1 for r in report["regions"] if r["kind"] in ("tile", "matmul", "attention")
+            ),
+            attention_regions=sum(1 for r in report["regions"] if r["kind"] == "attention"),
             fused_nodes=fused,
             eager_nodes=buckets["eager"],
             native_nodes=buckets["native"],
@@ -301,6 +306,7 @@ def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
             decompositions=decompositions(),
             keep_inference_input_mutations=True,
         )
+    rewrite_sdpa(gm)
     return _aot_backend(gm, example_inputs)
 
 

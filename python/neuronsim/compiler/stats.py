@@ -11,6 +11,7 @@ _counts = {
     "nodes": 0,  # ATen call nodes in them
     "fused_regions": 0,
     "fused_nodes": 0,
+    "attention_regions": 0,  # of the fused regions: flash attention programs
     "eager_nodes": 0,  # run with the eager backend's kernel inside the graph's launch
     # data-dependent ops (embedding backward, gather, scatter, index_*): their device kernel,
     # its DMA descriptors from the indices, inside the launch
@@ -41,6 +42,7 @@ def record_graph(entry: dict) -> None:
         return
     _counts["fused_regions"] += entry["regions"]
     _counts["fused_nodes"] += entry["fused_nodes"]
+    _counts["attention_regions"] += entry.get("attention_regions", 0)
     _counts["eager_nodes"] += sum(entry["eager_nodes"].values())
     _counts["native_nodes"] += sum(entry.get("native_nodes", {}).values())
     _counts["host_nodes"] += sum(entry["host_nodes"].values())

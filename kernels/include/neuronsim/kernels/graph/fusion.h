@@ -21,12 +21,18 @@
 namespace neuronsim::kernels::graph {
 
 struct Region {
-  enum class Kind { kTile, kMatmul, kEager, kHost };
+  // kAttention: one neuronsim::sdpa node as a flash attention program (kernels/attention.h).
+  enum class Kind { kTile, kMatmul, kEager, kHost, kAttention };
   Kind kind = Kind::kTile;
   std::vector<int> ops;   // in topological order
   int segment = 0;        // launches are split at host regions
   std::vector<int> deps;  // regions whose results it reads
 };
+
+/// Regions the compiler emits programs for (they address HBM virtually and write it).
+inline bool emits_program(Region::Kind k) {
+  return k == Region::Kind::kTile || k == Region::Kind::kMatmul || k == Region::Kind::kAttention;
+}
 
 struct Partition {
   std::vector<Region> regions;    // in launch order

@@ -18,6 +18,8 @@ struct Op {
     kPointwise,  // output = expr(inputs...) with inputs broadcast to the output's shape
     kReduce,     // output = reduce(inputs[0]) over `dims`
     kMatmul,     // output[..., m, n] = sum_k inputs[0][..., m, k] * inputs[1][..., k, n]
+    kAttention,  // output = softmax(q @ k^T * scale [+ mask] [causal]) @ v, inputs {q, k, v[,
+                 // mask]}
     kOpaque,     // the node as a whole, not compiled
   };
   Kind kind = Kind::kOpaque;
@@ -27,7 +29,8 @@ struct Op {
   Expr expr;  // kPointwise: Arg::input(i) is inputs[i]
   device::ReduceOp reduce = device::ReduceOp::kAdd;
   std::vector<int64_t> dims;  // kReduce: reduced dims of inputs[0], sorted
-  float scale = 1.0f;         // kReduce: multiplies the result (mean)
+  float scale = 1.0f;         // kReduce: multiplies the result (mean); kAttention: of q @ k^T
+  bool causal = false;        // kAttention: key j masked for query i when j > i
   bool nonzero = false;       // kReduce: reduce (x != 0) instead of x (any/all)
   std::string reason;         // kOpaque: why the node is not compiled
 };

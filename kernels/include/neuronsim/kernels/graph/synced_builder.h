@@ -23,6 +23,10 @@ class SyncedBuilder {
   /// Emits `in` on `s` after the writes it reads and the accesses it overwrites.
   void emit(device::StreamId s, const device::Instruction& in, const std::vector<Buffer>& reads,
             const std::vector<Buffer>& writes);
+  /// Marks `s` now: a later wait for what it has emitted so far need not wait for what it
+  /// emits next (marks are otherwise placed when a wait needs one, covering all emitted work,
+  /// which is too late when a stream's later work was emitted in between).
+  void publish(device::StreamId s);
   /// Makes `s` wait until every access to `buf` so far has completed.
   void wait_idle(device::StreamId s, Buffer buf);
 

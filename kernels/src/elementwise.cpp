@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "expr_steps.h"
 #include "neuronsim/device/executor.h"
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
@@ -197,55 +198,13 @@ Program build_elementwise(const std::string& name, const std::vector<TensorDesc>
     };
     for (size_t s = 0; s < expr.steps.size(); ++s) {
       const Step& st = expr.steps[s];
-      // ScalarE has no memset: an activation of a constant folds on the host and VectorE
-      // materialises it.
-      const bool on_scalar = st.kind == Step::kAct && st.a.kind != Arg::kImm;
-      const StreamId e = on_scalar ? kScalar : kVector;
+      const StreamId e = step_engine(st);
       b.wait(e, slot_free[slot]);  // the store of two tiles ago has read this slot
       for (const Arg* a : {&st.a, &st.b, &st.c}) {
         if (a->kind == Arg::kInput) b.wait(e, transposed[a->index] ? transposes_done : loaded);
         if (a->kind == Arg::kStep) b.wait(e, done[a->index]);
       }
-      const AccessPattern dst = buf(static_cast<uint32_t>(inputs.size() + s));
-      if (st.kind == Step::kAct) {
-        if (st.a.kind == Arg::kImm) {
-          b.emit(e, isa::memset(dst, apply_activation(st.act, st.a.imm * st.scale + st.bias)));
-        } else {
-          b.emit(e, isa::activation(dst, tensor_arg(st.a), st.act, isa::imm(st.scale),
-                                    isa::imm(st.bias)));
-        }
-      } else if (st.kind == Step::kAlu) {
-        if (st.a.kind != Arg::kImm && st.b.kind != Arg::kImm) {
-          b.emit(e, isa::tensor_tensor(dst, tensor_arg(st.a), tensor_arg(st.b), st.alu));
-        } else if (st.a.kind != Arg::kImm) {
-          b.emit(e, isa::tensor_scalar(dst, tensor_arg(st.a), st.alu, isa::imm(st.b.imm)));
-        } else if (st.b.kind != Arg::kImm) {
-          Instruction in = isa::tensor_scalar(dst, tensor_arg(st.b), st.alu, isa::imm(st.a.imm));
-          in.reverse0 = true;
-          b.emit(e, in);
-        } else {
-          b.emit(e, isa::memset(dst, apply_alu_float(st.alu, st.a.imm, st.b.imm)));
-        }
-      } else {  // select
-        if (st.a.kind == Arg::kImm) {
-          const Arg& pick = st.a.imm != 0.0f ? st.b : st.c;
-          if (pick.kind == Arg::kImm)
-            b.emit(e, isa::memset(dst, pick.imm));
-          else
-            b.emit(e, isa::tensor_copy(dst, tensor_arg(pick)));
-        } else if (st.b.kind == Arg::kImm) {
-          // select needs a tensor on_true: materialise the constant first.
-          b.emit(e, isa::memset(dst, st.b.imm));
-          if (st.c.kind == Arg::kImm)
-            b.emit(e, isa::select(dst, tensor_arg(st.a), dst, st.c.imm));
-          else
-            b.emit(e, isa::select(dst, tensor_arg(st.a), dst, tensor_arg(st.c)));
-        } else if (st.c.kind == Arg::kImm) {
-          b.emit(e, isa::select(dst, tensor_arg(st.a), tensor_arg(st.b), st.c.imm));
-        } else {
-          b.emit(e, isa::select(dst, tensor_arg(st.a), tensor_arg(st.b), tensor_arg(st.c)));
-        }
-      }
+      emit_step(b, st, buf(static_cast<uint32_t>(inputs.size() + s)), tensor_arg);
       done[s] = b.mark(e);
     }
     // Stores; the slot is free again once the stores have read it.

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "neuronsim/device/executor.h"
+#include "expr_steps.h"
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/tiling.h"
@@ -64,52 +64,13 @@ Program build_expression_sum(const std::string& name, const std::vector<TensorDe
     std::vector<Token> done(expr.steps.size());
     for (size_t k = 0; k < expr.steps.size(); ++k) {
       const Step& st = expr.steps[k];
-      const bool on_scalar = st.kind == Step::kAct && st.a.kind != Arg::kImm;
-      const StreamId e = on_scalar ? kScalar : kVector;
+      const StreamId e = step_engine(st);
       pb.wait(e, slot_free[s]);  // the sum of two tiles ago has read this slot
       for (const Arg* a : {&st.a, &st.b, &st.c}) {
         if (a->kind == Arg::kInput) pb.wait(e, loaded);
         if (a->kind == Arg::kStep) pb.wait(e, done[a->index]);
       }
-      const AccessPattern dst = buf(inputs.size() + k);
-      if (st.kind == Step::kAct) {
-        if (st.a.kind == Arg::kImm) {
-          pb.emit(e, isa::memset(dst, apply_activation(st.act, st.a.imm * st.scale + st.bias)));
-        } else {
-          pb.emit(e, isa::activation(dst, tensor_arg(st.a), st.act, isa::imm(st.scale),
-                                     isa::imm(st.bias)));
-        }
-      } else if (st.kind == Step::kAlu) {
-        if (st.a.kind != Arg::kImm && st.b.kind != Arg::kImm) {
-          pb.emit(e, isa::tensor_tensor(dst, tensor_arg(st.a), tensor_arg(st.b), st.alu));
-        } else if (st.a.kind != Arg::kImm) {
-          pb.emit(e, isa::tensor_scalar(dst, tensor_arg(st.a), st.alu, isa::imm(st.b.imm)));
-        } else if (st.b.kind != Arg::kImm) {
-          Instruction in = isa::tensor_scalar(dst, tensor_arg(st.b), st.alu, isa::imm(st.a.imm));
-          in.reverse0 = true;
-          pb.emit(e, in);
-        } else {
-          pb.emit(e, isa::memset(dst, apply_alu_float(st.alu, st.a.imm, st.b.imm)));
-        }
-      } else {  // select(pred, on_true, on_false); on_true must be a tensor
-        if (st.a.kind == Arg::kImm) {
-          const Arg& pick = st.a.imm != 0.0f ? st.b : st.c;
-          if (pick.kind == Arg::kImm)
-            pb.emit(e, isa::memset(dst, pick.imm));
-          else
-            pb.emit(e, isa::tensor_copy(dst, tensor_arg(pick)));
-        } else {
-          AccessPattern on_true = dst;
-          if (st.b.kind == Arg::kImm)
-            pb.emit(e, isa::memset(dst, st.b.imm));
-          else
-            on_true = tensor_arg(st.b);
-          if (st.c.kind == Arg::kImm)
-            pb.emit(e, isa::select(dst, tensor_arg(st.a), on_true, st.c.imm));
-          else
-            pb.emit(e, isa::select(dst, tensor_arg(st.a), on_true, tensor_arg(st.c)));
-        }
-      }
+      emit_step(pb, st, buf(inputs.size() + k), tensor_arg);
       done[k] = pb.mark(e);
     }
     // The tile's values summed per partition into the accumulator.

@@ -1,8 +1,6 @@
 #pragma once
-// The reduced squared error of mse_loss: sum((a - b)^2) * scale into one element. The operands
-// are tiled onto partitions (broadcast strides allowed); each tile's squared differences are
-// summed along the free axis into a per-partition accumulator on VectorE, and at the end the
-// [P, 1] accumulator is transposed on TensorE and its row summed.
+// The reduced squared error of mse_loss: sum((a - b)^2) * scale into one element, an expression
+// sum (expression_sum.h) of the squared difference.
 #include <string>
 
 #include "neuronsim/device/params.h"

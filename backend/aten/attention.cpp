@@ -12,10 +12,13 @@
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <numeric>
+#include <vector>
 
 #include "aten/native_ops.h"
 #include "neuronsim/kernels/attention.h"
@@ -97,7 +100,20 @@ void sdpa_values(const c10::OperatorHandle&, Stack* stack) {
     s = s.masked_fill(keep.logical_not(), -std::numeric_limits<float>::infinity());
   }
   const at::Tensor lse = at::logsumexp(s, -1);
-  const at::Tensor out = at::matmul(at::softmax(s, -1), v.to(at::kFloat)).to(q.scalar_type());
+  const at::Tensor values = at::matmul(at::softmax(s, -1), v.to(at::kFloat)).to(q.scalar_type());
+  // The output takes the query's layout, as the op's Meta kernel allocates it
+  // (alloc_with_matching_layout): graphs traced with it view the output by those strides.
+  std::vector<int64_t> order(static_cast<size_t>(q.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return q.stride(x) > q.stride(y); });
+  std::vector<int64_t> permuted_sizes, inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    permuted_sizes.push_back(values.size(order[i]));
+    inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  const at::Tensor out = at::empty(permuted_sizes, values.options()).permute(inverse);
+  out.copy_(values);
   const at::Tensor none = at::empty({0}, q.options());
   torch::jit::push(*stack, out, lse, none, none, c10::SymInt(q.size(-2)), c10::SymInt(k.size(-2)),
                    none, none, none);

@@ -6,6 +6,7 @@ the same graph compiled without the rewrite (``NEURONSIM_FLASH_ATTENTION=0``).""
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -229,3 +230,26 @@ def test_eager_sdpa_runs_the_flash_kernel_without_grad_and_math_with_it():
     F.scaled_dot_product_attention(qc, k, v, is_causal=True).sum().backward()
     assert fused_calls() == before + 1
     assert_close(qg.grad.cpu(), qc.grad, **TOL[torch.float32])
+
+
+def test_fused_sdpa_output_takes_the_query_layout():
+    """The overrideable op's Meta kernel gives its output the query's layout; graphs traced with
+    it (nn.MultiheadAttention's heads, permuted back and viewed) rely on those strides. A
+    compiled TransformerEncoderLayer under no_grad failed with a view error when the device
+    returned a contiguous output."""
+    torch.manual_seed(4)
+    q, k, v = (torch.randn(16, 4, 4, 16).permute(1, 2, 0, 3) for _ in range(3))
+    with torch.no_grad():
+        got = F.scaled_dot_product_attention(*(t.to("neuron") for t in (q, k, v)))
+        meta = torch.ops.aten._scaled_dot_product_fused_attention_overrideable(
+            *(t.to("meta") for t in (q, k, v))
+        )[0]
+    assert got.stride() == meta.stride(), (got.stride(), meta.stride())
+    assert_close(got.cpu(), F.scaled_dot_product_attention(q, k, v), **TOL[torch.float32])
+    layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True, norm_first=True)
+    x = torch.randn(4, 16, 64)
+    compiled = torch.compile(copy.deepcopy(layer).to("neuron"))
+    with torch.no_grad():
+        want = layer(x)
+        got = compiled(x.to("neuron")).cpu()
+    assert_close(got, want, **TOL[torch.float32])

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -92,11 +93,11 @@ void core_barrier(Program& p, StreamId at, uint32_t semaphores) {
 namespace {
 
 // The dim of `t` that is outermost in memory (largest stride) among those with at least `min`
-// elements; -1 when there is none.
-int64_t outermost_dim(const TensorDesc& t, int64_t min) {
+// elements (and, given `allowed`, allowed); -1 when there is none.
+int64_t outermost_dim(const TensorDesc& t, int64_t min, const std::vector<bool>& allowed = {}) {
   int64_t best = -1;
   for (int64_t d = 0; d < t.dim(); ++d) {
-    if (t.sizes[d] < min) continue;
+    if ((!allowed.empty() && !allowed[static_cast<size_t>(d)]) || t.sizes[d] < min) continue;
     if (best < 0 || std::llabs(t.strides[d]) > std::llabs(t.strides[best])) best = d;
   }
   return best;
@@ -120,19 +121,25 @@ std::optional<TensorDesc> slice_bias(const std::optional<TensorDesc>& bias, cons
   return slice_dim(*bias, d, begin, end);
 }
 
-// The dim of `t` among `allowed` that is outermost in memory with at least `min` elements; -1
-// when there is none.
-int64_t outermost_allowed(const TensorDesc& t, const std::vector<bool>& allowed, int64_t min) {
-  int64_t best = -1;
-  for (int64_t d = 0; d < t.dim(); ++d) {
-    if (!allowed[static_cast<size_t>(d)] || t.sizes[d] < min) continue;
-    if (best < 0 || std::llabs(t.strides[d]) > std::llabs(t.strides[best])) best = d;
-  }
-  return best;
-}
-
 bool enough_work(const TensorDesc& t, uint32_t grid) {
   return grid > 1 && static_cast<int64_t>(t.numel()) >= kMinElementsPerCore * int64_t{grid};
+}
+
+// Every dim of a rank-`nd` tensor but `dim` (negative counts from the end): the row dims of a
+// softmax over `dim`.
+std::vector<bool> every_dim_but(int64_t nd, int64_t dim) {
+  std::vector<bool> allowed(static_cast<size_t>(nd), true);
+  const int64_t sd = dim < 0 ? dim + nd : dim;
+  if (sd >= 0 && sd < nd) allowed[static_cast<size_t>(sd)] = false;
+  return allowed;
+}
+
+// One program per range of `units` split over `grid` cores, joined into one grid launch.
+Program split_join(const std::string& name, int64_t units, uint32_t grid,
+                   const std::function<Program(int64_t, int64_t)>& part) {
+  std::vector<Program> parts;
+  for (const auto& [b0, b1] : split_range(units, grid)) parts.push_back(part(b0, b1));
+  return join_instances(name, std::move(parts));
 }
 
 }  // namespace
@@ -142,51 +149,40 @@ Program build_reduce_grid(const std::string& name, const TensorDesc& in, const T
   const int64_t nd = in.dim();
   std::vector<bool> kept(static_cast<size_t>(nd), !spec.dims.empty());
   for (int64_t d : spec.dims) kept.at(static_cast<size_t>(d < 0 ? d + nd : d)) = false;
-  const int64_t d = enough_work(in, grid) ? outermost_allowed(in, kept, grid) : -1;
+  const int64_t d = enough_work(in, grid) ? outermost_dim(in, grid, kept) : -1;
   if (d < 0) return build_reduce(name, in, out, spec, core);
   // The output dim of input dim d: the same with keepdim, else d less the reduced dims before it.
   int64_t od = d;
   if (out.dim() != nd) {
     for (int64_t k = 0; k < d; ++k) od -= kept[static_cast<size_t>(k)] ? 0 : 1;
   }
-  std::vector<Program> parts;
-  for (const auto& [b0, b1] : split_range(in.sizes[d], grid)) {
-    parts.push_back(
-        build_reduce(name, slice_dim(in, d, b0, b1), slice_dim(out, od, b0, b1), spec, core));
-  }
-  return join_instances(name, std::move(parts));
+  return split_join(name, in.sizes[d], grid, [&](int64_t b0, int64_t b1) {
+    return build_reduce(name, slice_dim(in, d, b0, b1), slice_dim(out, od, b0, b1), spec, core);
+  });
 }
 
 Program build_softmax_grid(const std::string& name, const TensorDesc& in, const TensorDesc& out,
                            int64_t dim, bool log, const CoreParams& core, uint32_t grid) {
-  std::vector<bool> allowed(static_cast<size_t>(in.dim()), true);
-  const int64_t sd = dim < 0 ? dim + in.dim() : dim;
-  if (sd >= 0 && sd < in.dim()) allowed[static_cast<size_t>(sd)] = false;
-  const int64_t d = enough_work(in, grid) ? outermost_allowed(in, allowed, grid) : -1;
+  const int64_t d =
+      enough_work(in, grid) ? outermost_dim(in, grid, every_dim_but(in.dim(), dim)) : -1;
   if (d < 0) return build_softmax(name, in, out, dim, log, core);
-  std::vector<Program> parts;
-  for (const auto& [b0, b1] : split_range(in.sizes[d], grid)) {
-    parts.push_back(
-        build_softmax(name, slice_dim(in, d, b0, b1), slice_dim(out, d, b0, b1), dim, log, core));
-  }
-  return join_instances(name, std::move(parts));
+  return split_join(name, in.sizes[d], grid, [&](int64_t b0, int64_t b1) {
+    return build_softmax(name, slice_dim(in, d, b0, b1), slice_dim(out, d, b0, b1), dim, log, core);
+  });
 }
 
 Program build_softmax_backward_grid(const std::string& name, const TensorDesc& grad_out,
                                     const TensorDesc& output, const TensorDesc& grad_in,
                                     int64_t dim, bool log, const CoreParams& core, uint32_t grid) {
-  std::vector<bool> allowed(static_cast<size_t>(grad_in.dim()), true);
-  const int64_t sd = dim < 0 ? dim + grad_in.dim() : dim;
-  if (sd >= 0 && sd < grad_in.dim()) allowed[static_cast<size_t>(sd)] = false;
-  const int64_t d = enough_work(grad_in, grid) ? outermost_allowed(grad_in, allowed, grid) : -1;
+  const int64_t d = enough_work(grad_in, grid)
+                        ? outermost_dim(grad_in, grid, every_dim_but(grad_in.dim(), dim))
+                        : -1;
   if (d < 0) return build_softmax_backward(name, grad_out, output, grad_in, dim, log, core);
-  std::vector<Program> parts;
-  for (const auto& [b0, b1] : split_range(grad_in.sizes[d], grid)) {
-    parts.push_back(build_softmax_backward(name, slice_dim(grad_out, d, b0, b1),
-                                           slice_dim(output, d, b0, b1),
-                                           slice_dim(grad_in, d, b0, b1), dim, log, core));
-  }
-  return join_instances(name, std::move(parts));
+  return split_join(name, grad_in.sizes[d], grid, [&](int64_t b0, int64_t b1) {
+    return build_softmax_backward(name, slice_dim(grad_out, d, b0, b1),
+                                  slice_dim(output, d, b0, b1), slice_dim(grad_in, d, b0, b1), dim,
+                                  log, core);
+  });
 }
 
 Program build_layer_norm_grid(const std::string& name, const LayerNormIo& io,
@@ -196,16 +192,14 @@ Program build_layer_norm_grid(const std::string& name, const LayerNormIo& io,
   const int64_t lead = io.in.dim() - io.normalized_dims;
   const int64_t d = enough_work(io.in, grid) && lead > 0 && io.in.sizes[0] >= grid ? 0 : -1;
   if (d < 0) return build_layer_norm(name, io, core);
-  std::vector<Program> parts;
-  for (const auto& [b0, b1] : split_range(io.in.sizes[d], grid)) {
+  return split_join(name, io.in.sizes[d], grid, [&](int64_t b0, int64_t b1) {
     LayerNormIo part = io;
     part.in = slice_dim(io.in, d, b0, b1);
     part.out = slice_dim(io.out, d, b0, b1);
     if (io.mean) part.mean = slice_dim(*io.mean, d, b0, b1);
     if (io.rstd) part.rstd = slice_dim(*io.rstd, d, b0, b1);
-    parts.push_back(build_layer_norm(name, part, core));
-  }
-  return join_instances(name, std::move(parts));
+    return build_layer_norm(name, part, core);
+  });
 }
 
 Program build_matmul_grid(const std::string& name, const TensorDesc& a, const TensorDesc& b,
@@ -247,33 +241,25 @@ Program build_elementwise_grid(const std::string& name, const std::vector<Tensor
                                const TensorDesc& out, const Expr& expr, const CoreParams& core,
                                uint32_t grid) {
   const int64_t d = outermost_dim(out, grid);
-  if (grid <= 1 || d < 0 ||
-      static_cast<int64_t>(out.numel()) < kMinElementsPerCore * static_cast<int64_t>(grid)) {
-    return build_elementwise(name, inputs, out, expr, core);
-  }
+  if (d < 0 || !enough_work(out, grid)) return build_elementwise(name, inputs, out, expr, core);
   std::vector<TensorDesc> full;
   for (const TensorDesc& in : inputs) full.push_back(broadcast_to(in, out.sizes));
-  std::vector<Program> parts;
-  for (const auto& [b0, b1] : split_range(out.sizes[d], grid)) {
+  return split_join(name, out.sizes[d], grid, [&](int64_t b0, int64_t b1) {
     std::vector<TensorDesc> ins;
     for (const TensorDesc& in : full) ins.push_back(slice_dim(in, d, b0, b1));
-    parts.push_back(build_elementwise(name, ins, slice_dim(out, d, b0, b1), expr, core));
-  }
-  return join_instances(name, std::move(parts));
+    return build_elementwise(name, ins, slice_dim(out, d, b0, b1), expr, core);
+  });
 }
 
 Program build_copy_grid(const std::string& name, const TensorDesc& in, const TensorDesc& out,
                         const CoreParams& core, uint32_t grid) {
   const int64_t d = outermost_dim(out, grid);
-  if (grid <= 1 || d < 0 || in.sizes != out.sizes ||
-      static_cast<int64_t>(out.numel()) < kMinElementsPerCore * static_cast<int64_t>(grid)) {
+  if (d < 0 || in.sizes != out.sizes || !enough_work(out, grid)) {
     return build_copy(name, in, out, core);
   }
-  std::vector<Program> parts;
-  for (const auto& [b0, b1] : split_range(out.sizes[d], grid)) {
-    parts.push_back(build_copy(name, slice_dim(in, d, b0, b1), slice_dim(out, d, b0, b1), core));
-  }
-  return join_instances(name, std::move(parts));
+  return split_join(name, out.sizes[d], grid, [&](int64_t b0, int64_t b1) {
+    return build_copy(name, slice_dim(in, d, b0, b1), slice_dim(out, d, b0, b1), core);
+  });
 }
 
 }  // namespace neuronsim::kernels

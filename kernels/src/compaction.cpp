@@ -8,6 +8,7 @@
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/tiling.h"
+#include "partition_sum.h"
 
 namespace neuronsim::kernels {
 
@@ -65,13 +66,9 @@ Program build_count_nonzero(const std::string& name, const TensorDesc& in, const
     s ^= 1;
   }
   // Across partitions: transpose the partial counts into one row and sum it.
-  const AccessPattern row = isa::psum_tile(DType::kFp32, 1, bank, P);
-  b.wait(kTensor, b.mark(kVector));
-  b.emit(kTensor, isa::transpose(row, acc));
-  b.wait(kVector, b.mark(kTensor));
   const AccessPattern total = isa::sbuf_tile(DType::kFp32, 1, out_off, 1);
   const AccessPattern total_i = isa::sbuf_tile(DType::kInt32, 1, out_off + 4, 1);
-  b.emit(kVector, isa::tensor_reduce(total, row, ReduceOp::kAdd));
+  emit_partition_sum(b, acc, bank, total);
   b.emit(kVector, isa::tensor_copy(total_i, total));
   b.wait(qout, b.mark(kVector));
   b.emit(qout, isa::dma_copy(hbm_ap(count, 0, 1, 0, {{1, 1}}), total_i));

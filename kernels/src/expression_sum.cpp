@@ -7,6 +7,7 @@
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/tiling.h"
+#include "partition_sum.h"
 
 namespace neuronsim::kernels {
 
@@ -81,12 +82,7 @@ Program build_expression_sum(const std::string& name, const std::vector<TensorDe
     pb.emit(kVector, isa::tensor_tensor(acc_p, acc_p, part, AluOp::kAdd));
     slot_free[s] = pb.mark(kVector);
   }
-  // Across partitions: the accumulator column becomes a PSUM row, summed and scaled.
-  const AccessPattern row = isa::psum_tile(DType::kFp32, 1, bank, P);
-  pb.wait(kTensor, pb.mark(kVector));
-  pb.emit(kTensor, isa::transpose(row, acc));
-  pb.wait(kVector, pb.mark(kTensor));
-  pb.emit(kVector, isa::tensor_reduce(r, row, ReduceOp::kAdd));
+  emit_partition_sum(pb, acc, bank, r);
   pb.emit(kVector, isa::tensor_scalar(r, r, AluOp::kMultiply, isa::imm(scale)));
   pb.wait(qload, pb.mark(kVector));
   pb.emit(qload, isa::dma_copy(hbm_ap(out, 0, 1, 0, {}), r));

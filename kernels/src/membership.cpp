@@ -8,6 +8,7 @@
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/tiling.h"
+#include "partition_sum.h"
 
 namespace neuronsim::kernels {
 
@@ -168,11 +169,7 @@ Program build_unique_count(const std::string& name, const TensorDesc& in, const 
     b.emit(kVector, isa::tensor_tensor(acc_p, acc_p, part, AluOp::kAdd));
     x_free[s] = b.mark(kVector);
   }
-  const AccessPattern sums = isa::psum_tile(DType::kFp32, 1, bank, P);
-  b.wait(kTensor, b.mark(kVector));
-  b.emit(kTensor, isa::transpose(sums, acc));
-  b.wait(kVector, b.mark(kTensor));
-  b.emit(kVector, isa::tensor_reduce(r, sums, ReduceOp::kAdd));
+  emit_partition_sum(b, acc, bank, r);
   b.wait(qout, b.mark(kVector));
   b.emit(qout, isa::dma_copy(hbm_ap(count, 0, 1, 0, {}), r));
   return std::move(b).build();

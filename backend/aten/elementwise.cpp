@@ -149,6 +149,19 @@ float finite_max(at::ScalarType t) {
   }
 }
 
+// min(max(x + 3, 0), 6): hardsigmoid times 6, the CPU kernels' form of it.
+Arg relu6_of_x_plus_3(kernels::Expr& e, Arg x) {
+  return e.alu(AluOp::kMin,
+               e.alu(AluOp::kMax, e.alu(AluOp::kAdd, x, Arg::constant(3)), Arg::constant(0)),
+               Arg::constant(6));
+}
+
+// -l <= x <= l: where hardshrink, softshrink and their gradients are zero.
+Arg within(kernels::Expr& e, Arg x, float l) {
+  return e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsGe, x, Arg::constant(-l)),
+               e.alu(AluOp::kIsLe, x, Arg::constant(l)));
+}
+
 // erfinv: Giles' single-precision approximation ("Approximating the erfinv function", GPU
 // Computing Gems, 2011): w = -log(1 - x^2), one of two polynomials in w (or sqrt(w)) times x.
 // Both polynomials run on every element; the select keeps the one for its range. x = +-1 gives
@@ -524,12 +537,7 @@ NativeOpTable elementwise_ops() {
   });
   // Activations of mobile CNNs and their gradients, with the CPU's formulas and boundaries.
   reg(ops, "aten::hardsigmoid", [](Operands& o, kernels::Expr& e) {
-    // min(max(x + 3, 0), 6) / 6
-    const Arg r = e.alu(
-        AluOp::kMin,
-        e.alu(AluOp::kMax, e.alu(AluOp::kAdd, o.get("self"), Arg::constant(3)), Arg::constant(0)),
-        Arg::constant(6));
-    return e.alu(AluOp::kDivide, r, Arg::constant(6));
+    return e.alu(AluOp::kDivide, relu6_of_x_plus_3(e, o.get("self")), Arg::constant(6));
   });
   reg(ops, "aten::hardsigmoid_backward", [](Operands& o, kernels::Expr& e) {
     // g / 6 strictly inside (-3, 3), else 0.
@@ -540,12 +548,9 @@ NativeOpTable elementwise_ops() {
                     Arg::constant(0));
   });
   reg(ops, "aten::hardswish", [](Operands& o, kernels::Expr& e) {
-    // x * min(max(x + 3, 0), 6) / 6
     const Arg x = o.get("self");
-    const Arg r = e.alu(
-        AluOp::kMin, e.alu(AluOp::kMax, e.alu(AluOp::kAdd, x, Arg::constant(3)), Arg::constant(0)),
-        Arg::constant(6));
-    return e.alu(AluOp::kDivide, e.alu(AluOp::kMultiply, x, r), Arg::constant(6));
+    return e.alu(AluOp::kDivide, e.alu(AluOp::kMultiply, x, relu6_of_x_plus_3(e, x)),
+                 Arg::constant(6));
   });
   reg(ops, "aten::hardswish_backward", [](Operands& o, kernels::Expr& e) {
     // 0 up to -3 inclusive, g (x / 3 + 0.5) below 3, g from 3 on (the CPU kernel's bounds).
@@ -586,10 +591,7 @@ NativeOpTable elementwise_ops() {
   });
   reg(ops, "aten::hardshrink", [](Operands& o, kernels::Expr& e) {
     const Arg x = o.get("self");
-    const float l = o.num("lambd", 0.5);
-    const Arg inside = e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsGe, x, Arg::constant(-l)),
-                             e.alu(AluOp::kIsLe, x, Arg::constant(l)));
-    return e.select(inside, Arg::constant(0), x);
+    return e.select(within(e, x, o.num("lambd", 0.5)), Arg::constant(0), x);
   });
   reg(ops, "aten::softshrink", [](Operands& o, kernels::Expr& e) {
     // x - l above l, x + l below -l, 0 between.
@@ -604,11 +606,7 @@ NativeOpTable elementwise_ops() {
     const std::string grad =
         std::string(n) == "aten::hardshrink_backward" ? "grad_out" : "grad_output";
     reg(ops, n, [grad](Operands& o, kernels::Expr& e) {
-      const Arg x = o.get("self");
-      const float l = o.num("lambd", 0.5);
-      const Arg inside = e.alu(AluOp::kLogicalAnd, e.alu(AluOp::kIsGe, x, Arg::constant(-l)),
-                               e.alu(AluOp::kIsLe, x, Arg::constant(l)));
-      return e.select(inside, Arg::constant(0), o.get(grad));
+      return e.select(within(e, o.get("self"), o.num("lambd", 0.5)), Arg::constant(0), o.get(grad));
     });
   }
   reg(ops, "aten::log10", [](Operands& o, kernels::Expr& e) {

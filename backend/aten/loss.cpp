@@ -60,26 +60,27 @@ using kernels::Arg;
 // A loss's pointwise formula over its tensor operands (inputs in the order given).
 using LossExpr = std::function<void(kernels::Expr&, const std::vector<Arg>&)>;
 
-// The optional weight argument (None or an undefined tensor: unweighted).
-std::optional<at::Tensor> optional_tensor(const OpInvocation& inv, const char* name) {
-  if (!inv.has_arg(name)) return std::nullopt;
-  const c10::IValue& v = inv.arg(name);
-  if (!v.isTensor() || !v.toTensor().defined()) return std::nullopt;
-  return v.toTensor();
+std::vector<kernels::TensorDesc> describe_all(const OpInvocation& inv,
+                                              const std::vector<at::Tensor>& tensors) {
+  std::vector<kernels::TensorDesc> descs;
+  for (const at::Tensor& t : tensors) descs.push_back(inv.describe(t));
+  return descs;
+}
+
+// The expression inputs 0 .. n-1.
+std::vector<Arg> input_args(size_t n) {
+  std::vector<Arg> args;
+  for (size_t i = 0; i < n; ++i) args.push_back(Arg::input(static_cast<int>(i)));
+  return args;
 }
 
 // A reduced or pointwise loss: reduction 0 (none) stores the formula's value per element,
 // 1 (mean) and 2 (sum) sum it (mean scaled by 1 / numel) into the one-element output.
 Programs pointwise_loss(const OpInvocation& inv, const std::vector<at::Tensor>& operands,
                         const LossExpr& formula) {
-  std::vector<kernels::TensorDesc> descs;
-  std::vector<Arg> args;
-  for (const at::Tensor& t : operands) {
-    descs.push_back(inv.describe(t));
-    args.push_back(Arg::input(static_cast<int>(args.size())));
-  }
+  const std::vector<kernels::TensorDesc> descs = describe_all(inv, operands);
   kernels::Expr e;
-  formula(e, args);
+  formula(e, input_args(operands.size()));
   const at::Tensor& out = inv.outputs.at(0);
   const int64_t reduction = inv.arg("reduction").toInt();
   if (reduction == 0) {
@@ -96,18 +97,12 @@ Programs pointwise_loss(const OpInvocation& inv, const std::vector<at::Tensor>& 
 Programs pointwise_loss_backward(
     const OpInvocation& inv, const std::vector<at::Tensor>& operands,
     const std::function<void(kernels::Expr&, const std::vector<Arg>&, float norm)>& derivative) {
-  std::vector<kernels::TensorDesc> descs;
-  std::vector<Arg> args;
-  for (const at::Tensor& t : operands) {
-    descs.push_back(inv.describe(t));
-    args.push_back(Arg::input(static_cast<int>(args.size())));
-  }
   const int64_t n = std::max<int64_t>(1, inv.arg("self").toTensor().numel());
   const float norm = inv.arg("reduction").toInt() == 1 ? 1.0f / static_cast<float>(n) : 1.0f;
   kernels::Expr e;
-  derivative(e, args, norm);
-  return Programs{
-      kernels::build_elementwise(inv.name, descs, inv.describe(inv.outputs.at(0)), e, inv.core())};
+  derivative(e, input_args(operands.size()), norm);
+  return Programs{kernels::build_elementwise(inv.name, describe_all(inv, operands),
+                                             inv.describe(inv.outputs.at(0)), e, inv.core())};
 }
 }  // namespace
 
@@ -186,7 +181,7 @@ NativeOpTable loss_ops() {
   NativeOp bce{
       "aten::binary_cross_entropy", [](const OpInvocation& inv) {
         std::vector<at::Tensor> ops{inv.arg("self").toTensor(), inv.arg("target").toTensor()};
-        const auto w = optional_tensor(inv, "weight");
+        const auto w = weight_arg(inv);
         if (w) ops.push_back(*w);
         return pointwise_loss(inv, ops, [&](kernels::Expr& e, const std::vector<Arg>& a) {
           const Arg log_1mx =
@@ -206,7 +201,7 @@ NativeOpTable loss_ops() {
       "aten::binary_cross_entropy_backward", [](const OpInvocation& inv) {
         std::vector<at::Tensor> ops{inv.arg("grad_output").toTensor(), inv.arg("self").toTensor(),
                                     inv.arg("target").toTensor()};
-        const auto w = optional_tensor(inv, "weight");
+        const auto w = weight_arg(inv);
         if (w) ops.push_back(*w);
         return pointwise_loss_backward(
             inv, ops, [&](kernels::Expr& e, const std::vector<Arg>& a, float norm) {

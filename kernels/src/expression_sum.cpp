@@ -43,7 +43,8 @@ Program build_expression_sum(const std::string& name, const std::vector<TensorDe
   const AccessPattern acc = isa::sbuf_tile(DType::kFp32, P, acc_off, 1),
                       r = isa::sbuf_tile(DType::kFp32, 1, r_off, 1);
   pb.emit(kVector, isa::memset(acc, 0.0f));
-  const StreamId qload = dma_queue(0);
+  // Inputs load on two queues (alternating), so two operands stream side by side.
+  auto load_queue = [](size_t i) { return dma_queue(static_cast<uint8_t>(i % 2)); };
   Token slot_free[2];
   for (size_t ti = 0; ti < tiles.size(); ++ti) {
     const Tile& t = tiles[ti];
@@ -53,11 +54,13 @@ Program build_expression_sum(const std::string& name, const std::vector<TensorDe
       return isa::sbuf_tile(DType::kFp32, t.partitions, x_off + (s * buffers + k) * tile_free * 4,
                             f);
     };
-    pb.wait(qload, slot_free[s]);
+    std::vector<Token> loaded(inputs.size());
     for (size_t i = 0; i < inputs.size(); ++i) {
-      pb.emit(qload, isa::dma_copy(buf(i), tile_ap(inputs[i], t, t.operands[i])));
+      const StreamId q = load_queue(i);
+      pb.wait(q, slot_free[s]);
+      pb.emit(q, isa::dma_copy(buf(i), tile_ap(inputs[i], t, t.operands[i])));
+      loaded[i] = pb.mark(q);
     }
-    const Token loaded = pb.mark(qload);
     auto tensor_arg = [&](const Arg& a) {
       return buf(a.kind == Arg::kInput ? static_cast<uint64_t>(a.index)
                                        : inputs.size() + static_cast<uint64_t>(a.index));
@@ -68,7 +71,7 @@ Program build_expression_sum(const std::string& name, const std::vector<TensorDe
       const StreamId e = step_engine(st);
       pb.wait(e, slot_free[s]);  // the sum of two tiles ago has read this slot
       for (const Arg* a : {&st.a, &st.b, &st.c}) {
-        if (a->kind == Arg::kInput) pb.wait(e, loaded);
+        if (a->kind == Arg::kInput) pb.wait(e, loaded[a->index]);
         if (a->kind == Arg::kStep) pb.wait(e, done[a->index]);
       }
       emit_step(pb, st, buf(inputs.size() + k), tensor_arg);
@@ -84,8 +87,9 @@ Program build_expression_sum(const std::string& name, const std::vector<TensorDe
   }
   emit_partition_sum(pb, acc, bank, r);
   pb.emit(kVector, isa::tensor_scalar(r, r, AluOp::kMultiply, isa::imm(scale)));
-  pb.wait(qload, pb.mark(kVector));
-  pb.emit(qload, isa::dma_copy(hbm_ap(out, 0, 1, 0, {}), r));
+  const StreamId qstore = load_queue(0);
+  pb.wait(qstore, pb.mark(kVector));
+  pb.emit(qstore, isa::dma_copy(hbm_ap(out, 0, 1, 0, {}), r));
   return std::move(pb).build();
 }
 

@@ -180,8 +180,8 @@ float apply_activation(ActFunc f, float x) {
       return std::erf(x);
     case ActFunc::kAbs:
       return std::fabs(x);
-    case ActFunc::kSign:
-      return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : x);
+    case ActFunc::kSign:  // (x > 0) - (x < 0), as PyTorch: sign(-0.0) = +0.0, sign(NaN) = 0
+      return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f);
     case ActFunc::kSin:
       return std::sin(x);
     case ActFunc::kCos:

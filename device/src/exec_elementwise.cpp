@@ -43,9 +43,13 @@ void exec_activation(const Instruction& in, const MemoryMap& mem) {
     load_row(mem, in.src0, p, row);
     const float scale = scalar_value(mem, in.operand0, p);
     const float bias = scalar_value(mem, in.operand1, p);
+    // A zero bias adds nothing: -0.0 * scale + 0.0 would be +0.0, and reciprocal/rsqrt of
+    // -0.0 must stay -inf as on the CPU.
+    const bool add_bias = bias != 0.0f;
     float sum = 0.0f;
     for (size_t i = 0; i < row.size(); ++i) {
-      row[i] = apply_activation(in.func, row[i] * scale + bias);
+      const float x = row[i] * scale;
+      row[i] = apply_activation(in.func, add_bias ? x + bias : x);
       sum = i == 0 ? row[i] : sum + row[i];
     }
     store_row(mem, in.dst, p, row);

@@ -235,6 +235,12 @@ bool act_is_exact(ActFunc f) {
   }
 }
 
+// The activation's input: x * scale, plus the bias unless it is zero (so -0.0 stays -0.0).
+float scaled_plus_bias(float x, float scale, float bias) {
+  const float scaled = static_cast<float>(double{x} * scale);
+  return bias == 0.0f ? scaled : static_cast<float>(double{scaled} + double{bias});
+}
+
 float ref_act_exact(ActFunc f, float x) {
   const double d = x;
   switch (f) {
@@ -247,7 +253,7 @@ float ref_act_exact(ActFunc f, float x) {
     case ActFunc::kAbs:
       return std::fabs(x);
     case ActFunc::kSign:
-      return x > 0 ? 1.0f : (x < 0 ? -1.0f : x);  // keeps +-0 and NaN
+      return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f);  // as PyTorch: +0 for +-0 and NaN
     case ActFunc::kReciprocal:
       return static_cast<float>(1.0 / d);
     case ActFunc::kSqrt:
@@ -821,8 +827,7 @@ TEST_F(ExecutorRef, ActivationExactFunctions) {
         const float bi = bias.from_ap ? w.f(bias_ap, p, 0) : bias.imm;
         float sum = 0.0f;
         for (uint64_t i = 0; i < s.free(); ++i) {
-          const float x =
-              static_cast<float>(static_cast<float>(double{w.f(src, p, i)} * sc) + double{bi});
+          const float x = scaled_plus_bias(w.f(src, p, i), sc, bi);
           const float y = ref_act_exact(fn, x);
           w.set_f(dst, p, i, y);
           sum = i == 0 ? y : static_cast<float>(double{sum} + y);
@@ -887,8 +892,7 @@ TEST_F(ExecutorRef, ActivationTranscendentalFunctionsWithinTolerance) {
         const float bi = bias.from_ap ? w.f(bias_ap, p, 0) : bias.imm;
         double sum = 0, mag = 0, atol = 0;
         for (uint64_t i = 0; i < s.free(); ++i) {
-          const float x =
-              static_cast<float>(static_cast<float>(double{w.f(src, p, i)} * sc) + double{bi});
+          const float x = scaled_plus_bias(w.f(src, p, i), sc, bi);
           const double ref = ref_act(fn, x);
           xs[p * s.free() + i] = x;
           refs[p * s.free() + i] = ref;
@@ -1438,7 +1442,8 @@ TEST(ExecutorScalar, ActivationFunctionsMatchDoubleReference) {
   // Edge values whose results are fixed by definition.
   EXPECT_EQ(std::bit_cast<uint32_t>(apply_activation(ActFunc::kRelu, -0.0f)), 0u);
   EXPECT_TRUE(std::isnan(apply_activation(ActFunc::kRelu, kNaN)));
-  EXPECT_TRUE(std::signbit(apply_activation(ActFunc::kSign, -0.0f)));
+  EXPECT_EQ(std::bit_cast<uint32_t>(apply_activation(ActFunc::kSign, -0.0f)), 0u);  // as PyTorch
+  EXPECT_EQ(apply_activation(ActFunc::kSign, kNaN), 0.0f);
   EXPECT_EQ(apply_activation(ActFunc::kSign, -1e-40f), -1.0f);
   EXPECT_EQ(apply_activation(ActFunc::kExp, -kInf), 0.0f);
   EXPECT_EQ(apply_activation(ActFunc::kLog, 0.0f), -kInf);

@@ -53,6 +53,7 @@ LW = torch.randn(300)
 LB = torch.randn(300)
 XB = torch.tensor([-3.0, 3.0, -0.5, 0.5, -2.999, 2.999, 0.0])  # activation boundaries
 IDX = torch.tensor([3, 1, 3, 0])
+SIGNED_ZEROS = torch.tensor([-0.0, 0.0, 2.0, -3.0, float("nan"), -float("inf")])
 B1 = torch.randn(3, 20, 130)
 B2 = torch.randn(3, 130, 40)
 # A contraction longer than one staging stripe (2048 fp32 columns) of the natural-layout path.
@@ -167,6 +168,14 @@ CASES = {
     "gelu_tanh": (lambda a: F.gelu(a, approximate="tanh"), (X,), FP32),
     "silu": (F.silu, (X,), FP32),
     "rsqrt": (lambda a: torch.rsqrt(a.abs() + 1), (X,), FP32),
+    # signed zeros and NaN: 1/-0 = -inf, rsqrt(-0) = -inf, sign(-0) = sign(NaN) = +0 (the bits)
+    "signed_zeros": (
+        lambda a: torch.cat([torch.reciprocal(a), 2.0 / a, torch.rsqrt(a), torch.sign(a)])
+        .nan_to_num(nan=7.0)
+        .view(torch.int32),
+        (SIGNED_ZEROS,),
+        EXACT,
+    ),
     # copies and movement
     "transpose_copy": (lambda a: a.t().contiguous(), (X,), EXACT),
     "cast_copy": (lambda a: a.to(torch.float16), (X,), EXACT),

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <limits>
+#include <optional>
 
 #include "aten/device_tensor.h"
 #include "aten/map_tensors.h"
@@ -51,6 +52,17 @@ at::Tensor device_result(const at::Tensor& meta, const std::vector<MetaArg>& see
 void restore(torch::jit::Stack* stack, size_t base, const std::vector<c10::IValue>& args) {
   stack->resize(base);
   stack->insert(stack->end(), args.begin(), args.end());
+}
+
+// The out= argument that return `r` aliases (`Tensor(a!)` on both), if any.
+std::optional<size_t> aliased_out_arg(const c10::FunctionSchema& schema, size_t r) {
+  const c10::AliasInfo* ret = schema.returns()[r].alias_info();
+  if (!ret || !ret->isWrite()) return std::nullopt;
+  for (size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::AliasInfo* a = schema.arguments()[i].alias_info();
+    if (a && a->isWrite() && a->beforeSets() == ret->beforeSets()) return i;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -151,6 +163,12 @@ bool isa_outputs_from_meta(const c10::OperatorHandle& op, torch::jit::Stack* sta
                         " returns");
   for (size_t i = base; i < stack->size(); ++i) {
     c10::IValue& v = (*stack)[i];
+    // A return the schema aliases to an out= argument is that argument, whatever tensor the
+    // Meta kernel returned (a Python out_wrapper may return its own fresh result).
+    if (const auto arg = aliased_out_arg(schema, i - base)) {
+      v = args[*arg];
+      continue;
+    }
     bool fresh = false;
     if (v.isTensor()) {
       at::Tensor t = device_result(v.toTensor(), seen, dev, &fresh);

@@ -242,6 +242,33 @@ NativeOpTable loss_ops() {
         }};
     fwd.cacheable = true;
     ops.push_back(fwd);
+    // Their backwards, as the CPU kernels: x = self - target; x <= -b: -norm g (smooth_l1) or
+    // -norm g delta (huber); x >= b: the same, positive; between: norm x g / beta (smooth_l1)
+    // or norm x g (huber). The functional overloads are composites over these .grad_input ones.
+    NativeOp bwd{huber ? "aten::huber_loss_backward" : "aten::smooth_l1_loss_backward",
+                 [huber](const OpInvocation& inv) {
+                   const float b = static_cast<float>(inv.scalar(huber ? "delta" : "beta", 1.0));
+                   return pointwise_loss_backward(
+                       inv,
+                       {inv.arg("grad_output").toTensor(), inv.arg("self").toTensor(),
+                        inv.arg("target").toTensor()},
+                       [&](kernels::Expr& e, const std::vector<Arg>& a, float norm) {
+                         const Arg x = e.alu(AluOp::kSubtract, a[1], a[2]);
+                         const float edge = huber ? norm * b : norm;
+                         const Arg g_edge = e.alu(AluOp::kMultiply, a[0], Arg::constant(edge));
+                         Arg inner = e.alu(AluOp::kMultiply,
+                                           e.alu(AluOp::kMultiply, x, Arg::constant(norm)), a[0]);
+                         if (!huber && b > 0) {
+                           inner = e.alu(AluOp::kDivide, inner, Arg::constant(b));
+                         }
+                         const Arg neg_edge = e.alu(AluOp::kMultiply, g_edge, Arg::constant(-1.0f));
+                         const Arg upper =
+                             e.select(e.alu(AluOp::kIsGe, x, Arg::constant(b)), g_edge, inner);
+                         e.select(e.alu(AluOp::kIsLe, x, Arg::constant(-b)), neg_edge, upper);
+                       });
+                 }};
+    bwd.cacheable = true;
+    ops.push_back(bwd);
   }
   return ops;
 }

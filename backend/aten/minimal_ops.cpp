@@ -5,6 +5,7 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/as_strided_cpu_dispatch.h>
 #include <ATen/ops/set_cpu_dispatch.h>
 #include <c10/core/DeviceGuard.h>
@@ -38,6 +39,25 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   const c10::DeviceGuard guard(dev);
   return at::detail::empty_generic(size, c10::GetAllocator(c10::DeviceType::PrivateUse1),
                                    kNeuronKeys, c10::dtype_or_default(dtype), memory_format);
+}
+
+// Forward-mode AD's zero tangents: no storage (a null data pointer on the device), as on CUDA;
+// the ZeroTensor key materialises them (at::zeros on the device) for ops that read them.
+at::Tensor efficient_zero_tensor(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                 std::optional<c10::Layout> layout,
+                                 std::optional<c10::Device> device,
+                                 std::optional<bool> pin_memory) {
+  c10::Device dev = c10::device_or_default(device);
+  if (!dev.has_index()) {
+    dev.set_index(c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1)->getDevice().index());
+  }
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "neuron tensors must be strided");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "Only dense CPU tensors can be pinned");
+  at::native::ZeroTensorAllocator allocator(dev);
+  return at::detail::empty_generic(size, &allocator,
+                                   kNeuronKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor),
+                                   c10::dtype_or_default(dtype), std::nullopt);
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -220,6 +240,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Factories.
   m.impl("empty.memory_format", empty_memory_format);
   m.impl("empty_strided", empty_strided);
+  m.impl("_efficientzerotensor", efficient_zero_tensor);
   // Metadata-only views.
   m.impl("as_strided", as_strided);
   m.impl("view", view);

@@ -551,6 +551,25 @@ CASES = {
         (X, Y, LW),
         FP32,
     ),
+    # Their backwards are .grad_input kernels under composite functionals; bf16 outputs too.
+    "smooth_l1_huber_backward": (
+        lambda a, b: torch.stack(
+            [
+                torch.autograd.grad(
+                    loss(a.to(dt).requires_grad_(), b.to(dt), reduction=r, **kw), a
+                )[0]
+                for dt in (torch.float32, torch.bfloat16)
+                for loss, kw in (
+                    (F.smooth_l1_loss, {"beta": 0.7}),
+                    (F.smooth_l1_loss, {"beta": 0.0}),
+                    (F.huber_loss, {"delta": 1.3}),
+                )
+                for r in ("mean", "sum")
+            ]
+        ).float(),
+        (X, Y),
+        FP32,
+    ),
     "bce_backward": (
         lambda a, b, w: torch.stack(
             [

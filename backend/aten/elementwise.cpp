@@ -321,8 +321,13 @@ NativeOpTable elementwise_ops() {
         return !inv.has_arg("decimals") || inv.scalar("decimals", 0) == 0 ||
                c10::isFloatingType(inv.arg("self").toTensor().scalar_type());
       });
+  // ~x: a bool's is logical not; an unsigned byte's flips its 8 bits (x ^ -1 would leave the
+  // byte's range and saturate to 0 on the store); signed integers flip every bit.
   reg(ops, "aten::bitwise_not", [](Operands& o, kernels::Expr& e) {
-    return e.alu(AluOp::kBitwiseXor, o.get("self"), Arg::constant(-1));
+    const Arg x = o.get("self");
+    if (o.out_dtype() == at::kBool) return e.alu(AluOp::kIsEqual, x, Arg::constant(0));
+    if (o.out_dtype() == at::kByte) return e.alu(AluOp::kBitwiseXor, x, Arg::constant(255));
+    return e.alu(AluOp::kBitwiseXor, x, Arg::constant(-1));
   });
 
   reg(ops, "aten::erfinv", [](Operands& o, kernels::Expr& e) { return erfinv(e, o.get("self")); });

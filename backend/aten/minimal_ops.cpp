@@ -193,6 +193,19 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(cpu_view(self));
 }
 
+// torch._assert_async: the device checks its one value where it lies and traps if it is zero
+// (no host synchronisation, as CUDA's device-side assert); here the CPU kernel reads it in place
+// and raises the CPU's error.
+void assert_async(const at::Tensor& self) {
+  const BackendKernelScope kernel_scope;
+  at::_assert_async(cpu_view(self));
+}
+
+void assert_async_msg(const at::Tensor& self, c10::string_view msg) {
+  const BackendKernelScope kernel_scope;
+  at::_assert_async(cpu_view(self), msg);
+}
+
 at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
   return at::native::set_tensor_(self, source);
 }
@@ -252,6 +265,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("_assert_async", assert_async);
+  m.impl("_assert_async.msg", assert_async_msg);
   // Storage: resizing and rebinding.
   m.impl("resize_", resize);
   m.impl("set_.source_Tensor", set_source_tensor);

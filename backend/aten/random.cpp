@@ -5,8 +5,12 @@
 // Philox streams instead, computed on the host exactly as the instruction does. The device time
 // is the kernel library's random program either way.
 #include <ATen/ATen.h>
+#include <ATen/native/DispatchStub.h>
+#include <ATen/native/UnaryOps.h>
+#include <ATen/ops/multinomial_native.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -20,7 +24,9 @@
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "neuronsim/device/philox.h"
+#include "neuronsim/kernels/elementwise.h"
 #include "neuronsim/kernels/random.h"
+#include "neuronsim/kernels/reduction.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -74,6 +80,8 @@ at::Tensor host_values(const at::Tensor& t, const kernels::RandomSpec& s) {
     p[i] = s.dist == device::RngDist::kNormal
                ? s.a + s.b * philox::normal(s.seed, s.offset, static_cast<uint64_t>(i))
                : s.a + (s.b - s.a) * philox::uniform(s.seed, s.offset, static_cast<uint64_t>(i));
+    // The program's ScalarE log(u * -1 + 1) and VectorE scale, in the same fp32 steps.
+    if (s.exponential) p[i] = std::log(p[i] * -1.0f + 1.0f) * (-1.0f / *s.exponential);
   }
   return v.view(t.sizes());
 }
@@ -140,6 +148,63 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
   return fill_random(
       self, s, gen, "aten::normal_",
       [&](const at::Tensor& h, const at::Generator& cg) { h.normal_(mean, std, cg); });
+}
+
+at::Tensor& exponential_(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
+  const BackendKernelScope kernel_scope;
+  TORCH_CHECK(lambd > 0.0, "exponential_ expects lambda > 0.0, but found lambda=", lambd);
+  kernels::RandomSpec s;
+  s.exponential = static_cast<float>(lambd);
+  return fill_random(
+      self, s, gen, "aten::exponential_",
+      [&](const at::Tensor& h, const at::Generator& cg) { h.exponential_(lambd, cg); });
+}
+
+// multinomial with replacement and more than one sample (ATen's multinomial_out handles the
+// rest itself, with device ops: exponential draws q, p / q, argmax or topk). The values are the
+// CPU kernel's on the CPU stream; on Philox streams each sample is one such Gumbel-max pass.
+// The time: one pass per sample (exponential draws, the division, an argmax into the column).
+void multinomial_with_replacement(at::Tensor& result, const at::Tensor& self, int64_t n,
+                                  std::optional<at::Generator> gen) {
+  const BackendKernelScope kernel_scope;
+  OpScope scope("aten::multinomial", {result});
+  NeuronGenerator* g = get_generator(gen, self.device().index());
+  const at::Tensor probs = self.dim() == 1 ? self.unsqueeze(0) : self;
+  const at::Tensor picks = result.dim() == 1 ? result.unsqueeze(0) : result;
+  const at::Tensor q = at::empty(probs.sizes(), probs.options().dtype(at::kFloat));
+  std::vector<kernels::RandomSpec> passes(static_cast<size_t>(n));
+  for (auto& spec : passes) spec.exponential = 1.0f;
+  if (draws_philox(g)) {
+    const at::Tensor p = cpu_view(probs).to(at::kFloat);
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::RandomSpec& spec = passes[static_cast<size_t>(i)];
+      set_stream(spec, philox_stream(g, q));
+      cpu_view(picks).select(1, i).copy_(p.div(host_values(q, spec)).argmax(1));
+    }
+  } else {
+    cpu_view(result).copy_(at::multinomial(cpu_view(self), n, true, g->host()));
+  }
+  const auto programs = with_runtime([&](runtime::Runtime& r) {
+    const auto hbm = hbm_addresses(r);
+    const auto& core = r.device().params().core;
+    const kernels::TensorDesc qd = describe(q, hbm);
+    kernels::Expr ratio;
+    ratio.alu(device::AluOp::kDivide, kernels::Arg::input(0), kernels::Arg::input(1));
+    kernels::ReduceSpec argmax;
+    argmax.dims = {1};
+    argmax.op = device::ReduceOp::kMax;
+    argmax.arg = true;
+    std::vector<device::Program> p;
+    for (int64_t i = 0; i < n; ++i) {
+      const char* name = "aten::multinomial";
+      p.push_back(kernels::build_random(name, qd, passes[static_cast<size_t>(i)], core));
+      p.push_back(kernels::build_elementwise(name, {describe(probs, hbm), qd}, qd, ratio, core));
+      p.push_back(kernels::build_reduce(name, qd, describe(picks.select(1, i), hbm), argmax, core));
+    }
+    return p;
+  });
+  launch_programs(result.device(), programs, false);
+  OpTracker::get().kernel_native(c10::OperatorName("aten::multinomial", ""), true);
 }
 
 int64_t default_to(const at::Tensor& t) {
@@ -302,6 +367,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.from", random_from);
   m.impl("random_.to", random_to);
   m.impl("random_", random_default);
+  m.impl("exponential_", exponential_);
+}
+
+// multinomial: ATen's own (argument checks, the Gumbel-max path on device ops); the stub draws
+// with replacement.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("multinomial", TORCH_FN(at::native::multinomial));
+  m.impl("multinomial.out", TORCH_FN(at::native::multinomial_out));
 }
 
 // Masks: bernoulli draws and dropout.
@@ -313,3 +386,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 }  // namespace neuronsim::backend
+
+// The stub registers in ATen's namespace (the macro names ATen's registration type).
+namespace at::native {
+REGISTER_PRIVATEUSE1_DISPATCH(multinomial_with_replacement_stub,
+                              &neuronsim::backend::multinomial_with_replacement)
+}  // namespace at::native

@@ -113,6 +113,19 @@ NativeOpTable reduction_ops() {
   ops.push_back({"aten::amax", simple(device::ReduceOp::kMax, false), reduce_supported});
   ops.push_back({"aten::amin", simple(device::ReduceOp::kMin, false), reduce_supported});
   ops.push_back({"aten::prod", simple(device::ReduceOp::kMultiply, false), reduce_supported});
+  // aminmax: (min, max) over one dim or all, two reductions of the same input.
+  ops.push_back({"aten::aminmax",
+                 [](const OpInvocation& inv) {
+                   const at::Tensor in = inv.tensor(0);
+                   kernels::ReduceSpec s;
+                   s.op = device::ReduceOp::kMin;
+                   Programs p = reduce_program(inv, in, inv.outputs.at(0), s);
+                   s.op = device::ReduceOp::kMax;
+                   Programs more = reduce_program(inv, in, inv.outputs.at(1), s);
+                   p.insert(p.end(), more.begin(), more.end());
+                   return p;
+                 },
+                 reduce_supported});
   for (const char* n : {"aten::max", "aten::min"}) {
     const auto op = std::string(n) == "aten::max" ? device::ReduceOp::kMax : device::ReduceOp::kMin;
     ops.push_back({n,

@@ -45,12 +45,22 @@ Program build_random(const std::string& name, const TensorDesc& out, const Rando
     // in order.
     const uint64_t base = static_cast<uint64_t>(t.operands[1].offset);
     const bool thresholded = spec.p || spec.p_tensor || spec.dropout_input;
-    const RngDist dist = thresholded ? RngDist::kUniform : spec.dist;
-    const float a = thresholded ? 0.0f : spec.a, bb = thresholded ? 1.0f : spec.b;
+    const bool uniform_first = thresholded || spec.exponential;
+    const RngDist dist = uniform_first ? RngDist::kUniform : spec.dist;
+    const float a = uniform_first ? 0.0f : spec.a, bb = uniform_first ? 1.0f : spec.b;
     b.wait(kGpSimd, slot_free[s]);
-    b.emit(kGpSimd, isa::rng(thresholded ? u : o, dist, a, bb, spec.seed, spec.offset, base));
+    b.emit(kGpSimd, isa::rng(uniform_first ? u : o, dist, a, bb, spec.seed, spec.offset, base));
     Token ready = b.mark(kGpSimd);
     size_t op = 2;
+    if (spec.exponential) {
+      b.wait(kScalar, ready);
+      b.wait(kScalar, slot_free[s]);
+      b.emit(kScalar, isa::activation(o, u, ActFunc::kLog, isa::imm(-1.0f), isa::imm(1.0f)));
+      b.wait(kVector, b.mark(kScalar));
+      b.emit(kVector,
+             isa::tensor_scalar(o, o, AluOp::kMultiply, isa::imm(-1.0f / *spec.exponential)));
+      ready = b.mark(kVector);
+    }
     if (thresholded) {
       b.wait(kVector, ready);
       b.wait(kVector, slot_free[s]);

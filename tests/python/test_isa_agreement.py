@@ -110,6 +110,23 @@ CASES = {
     "abs_neg": (lambda a: -a.abs(), (X,), EXACT),
     "floor_ceil_round": (lambda a: (a * 3).floor() + (a * 5).ceil() + (a * 7).round(), (X,), EXACT),
     "compare_bool": (lambda a, b: (a < b) | (a == 0), (X, Y), EXACT),
+    # ~ of a bool is logical not; of a uint8 it flips 8 bits (x ^ -1 saturated to 0 on the store)
+    "bitwise_not_bool_uint8_int8": (
+        lambda a: torch.cat(
+            [
+                (~(a > 0)).view(torch.uint8),
+                ~(a.abs() * 50).to(torch.uint8),
+                (~(a * 25).to(torch.int8)).view(torch.uint8),
+            ]
+        ),
+        (X,),
+        EXACT,
+    ),
+    "aminmax": (
+        lambda a: torch.cat([*torch.aminmax(a, dim=1), torch.stack(torch.aminmax(a))]),
+        (X,),
+        EXACT,
+    ),
     "int_arith": (lambda a: (a * 1000).to(torch.int32) * 3 + 7, (X,), EXACT),
     "bf16_add": (lambda a, b: a.bfloat16() + b.bfloat16(), (X, Y), EXACT),
     "broadcast_row": (lambda a, b: a * b[0], (X, Y), EXACT),

@@ -93,6 +93,12 @@ CPU_SAME = {
     "multinomial": lambda d, g: torch.multinomial(
         torch.arange(1.0, 51.0, device=d), 10, generator=g
     ),
+    "multinomial_rows_replacement": lambda d, g: torch.multinomial(
+        torch.arange(1.0, 61.0, device=d).reshape(3, 20), 7, True, generator=g
+    ),
+    "multinomial_rows_one": lambda d, g: torch.multinomial(
+        torch.arange(1.0, 61.0, device=d).reshape(3, 20), 1, generator=g
+    ),
     "normal_tensor": lambda d, g: torch.normal(torch.zeros(50, device=d), 1.0, generator=g),
     "exponential_": lambda d, g: torch.empty(50, device=d).exponential_(generator=g),
     "dropout": lambda d, g: F.dropout(torch.ones(64, device=d), p=0.4, training=True),
@@ -263,6 +269,52 @@ def test_random_ops_are_native():
         "aten::dropout",
         "aten::native_dropout",
     } <= neuronsim.get_executed_ops()
+
+
+def test_multinomial_and_exponential_are_native():
+    probs = torch.rand(4, 300, device="neuron").softmax(-1)
+    neuronsim.clear_op_tracking()
+    torch.multinomial(probs, 1)  # exponential draws, p / q, argmax (ATen's Gumbel-max path)
+    torch.multinomial(probs, 5)  # ... topk
+    torch.multinomial(probs, 5, replacement=True)  # one Gumbel-max pass per sample
+    torch.empty(10, device="neuron").exponential_(3.0)
+    assert neuronsim.get_fallback_ops() == set()
+    assert {"aten::multinomial", "aten::exponential_"} <= neuronsim.get_executed_ops()
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (lambda: torch.multinomial(torch.zeros(3, device="neuron"), 1), "sum of probabilities"),
+        (lambda: torch.multinomial(torch.tensor([-1.0, 2.0], device="neuron"), 1), "element < 0"),
+        (lambda: torch.multinomial(torch.ones(2, device="neuron"), 3), "without replacement"),
+        (lambda: torch.empty(3, device="neuron").exponential_(-1.0), "lambda > 0"),
+    ],
+)
+def test_multinomial_and_exponential_bad_input(bad, message):
+    with pytest.raises(RuntimeError, match=message):
+        bad()
+
+
+def test_isa_mode_multinomial_and_exponential_draw_from_the_device_stream():
+    from neuronsim import _C
+
+    _C._set_isa_mode(True)
+    try:
+        torch.neuron.manual_seed(7)
+        e = torch.empty(100_000, device="neuron").exponential_(2.0).cpu()
+        p = torch.tensor([0.1, 0.2, 0.7], device="neuron")
+        with_rep = torch.multinomial(p.expand(4000, 3).contiguous(), 3, True).cpu()
+        one = torch.multinomial(p.expand(10_000, 3).contiguous(), 1).cpu()
+        perm = torch.multinomial(p.expand(500, 3).contiguous(), 3).cpu()
+    finally:
+        _C._set_isa_mode(False)
+    assert e.min() >= 0 and abs(e.mean().item() - 0.5) < 0.01
+    want = torch.tensor([0.1, 0.2, 0.7])
+    for s in (with_rep, one):
+        freq = torch.bincount(s.flatten(), minlength=3) / s.numel()
+        assert torch.allclose(freq, want, atol=0.02), freq
+    assert bool((perm.sort(1).values == torch.arange(3)).all())
 
 
 # ---------------------------------------------------------------------------------------------

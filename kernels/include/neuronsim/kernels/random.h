@@ -1,6 +1,7 @@
 #pragma once
 // Random fills on GpSimdE (the ISA rng instruction: Philox streams identical to the host's),
-// optionally thresholded against a probability (bernoulli, dropout masks).
+// optionally thresholded against a probability (bernoulli, dropout masks) or transformed into
+// exponential draws (ScalarE log, VectorE scale).
 #include <optional>
 #include <string>
 
@@ -20,6 +21,8 @@ struct RandomSpec {
   std::optional<TensorDesc> p_tensor;
   /// dropout: out = in * (u < keep) / keep, and mask = (u < keep).
   std::optional<TensorDesc> dropout_input, dropout_mask;
+  /// exponential with this rate: out = log(1 - u) * (-1 / lambda), u uniform in [0, 1).
+  std::optional<float> exponential;
 };
 
 /// Element i (row-major over out) draws stream word i; exact for contiguous outputs.

@@ -1,6 +1,7 @@
 // upsample_nearest1d/2d/3d, upsample_bilinear2d and their backwards (F.interpolate's nearest and
 // bilinear modes): the kernel library's upsampling, planes on partitions. Inputs whose (n, c)
-// planes are one stride apart (contiguous, expanded) and fit SBUF run native; channels_last and
+// planes are one stride apart (contiguous, expanded) or whose rows are contiguous (channel
+// slices: one DMA per run of planes within an n) and fit SBUF run native; channels_last and
 // larger planes take the CPU fallback.
 #include <ATen/ATen.h>
 
@@ -54,8 +55,11 @@ Programs build(const OpInvocation& inv) {
 
 bool supports(const OpInvocation& inv) {
   const at::Tensor x = inv.tensor(0);
+  // Planes one stride apart, or runs of them per n (channel slices) whose rows are contiguous;
+  // channels_last (element-strided rows) takes the fallback.
   auto mergeable = [](const at::Tensor& t) {
-    return kernels::upsample_planes_mergeable(t.sizes().vec(), t.strides().vec());
+    return kernels::upsample_planes_mergeable(t.sizes().vec(), t.strides().vec()) ||
+           (t.dim() >= 3 && t.stride(-1) == 1);
   };
   if (!x.defined() || !c10::isFloatingType(x.scalar_type()) || !mergeable(x)) return false;
   for (const char* n : {"out", "grad_input"}) {

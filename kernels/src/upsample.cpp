@@ -129,13 +129,11 @@ Layout layout_of(const UpsampleSpec& s) {
 
 void check(const std::string& name, const TensorDesc& t, const UpsampleSpec& s, bool out_side,
            const char* role) {
-  bool ok = upsample_planes_mergeable(t.sizes, t.strides) && t.dim() == s.dims + 2 &&
-            t.sizes[0] * t.sizes[1] == s.planes;
+  bool ok = t.dim() == s.dims + 2 && t.sizes[0] * t.sizes[1] == s.planes;
   for (int64_t d = 0; ok && d < s.dims; ++d) ok = t.sizes[2 + d] == (out_side ? s.out : s.in)[d];
   if (!ok) {
     throw std::invalid_argument(
-        fmt::format("{}: {} {} does not match the spec or its planes are not one stride apart",
-                    name, role, t.to_string()));
+        fmt::format("{}: {} {} does not match the spec", name, role, t.to_string()));
   }
 }
 
@@ -258,14 +256,41 @@ Buffers alloc(ProgramBuilder& b, const Layout& l) {
   return f;
 }
 
-// Planes [q0, q0 + p) of an [N, C, *spatial] tensor whose (n, c) planes are one stride apart,
-// each plane's spatial elements in order.
-AccessPattern planes_ap(const TensorDesc& t, int64_t q0, uint32_t p) {
-  const int64_t ps = t.sizes[1] == 1 ? t.strides[0] : t.strides[1];
+// Planes [q0, q0 + p) of an [N, C, *spatial] tensor, each plane's spatial elements in order:
+// one access pattern when the (n, c) planes are one stride apart, else one per run of planes
+// within one n (a channel slice of a larger tensor, as cat's backward hands over). `first`:
+// each run's first partition within the tile.
+struct PlaneRun {
+  uint32_t first;
+  AccessPattern hbm;
+};
+
+std::vector<PlaneRun> plane_runs(const TensorDesc& t, int64_t q0, uint32_t p) {
   std::vector<Dim> dims;
   for (int64_t d = 2; d < t.dim(); ++d)
     dims.push_back({t.strides[d], static_cast<uint32_t>(t.sizes[d])});
-  return conv::with_dims(hbm_ap(t, q0 * ps, p, ps, {}), dims);
+  if (upsample_planes_mergeable(t.sizes, t.strides)) {
+    const int64_t ps = t.sizes[1] == 1 ? t.strides[0] : t.strides[1];
+    return {{0, conv::with_dims(hbm_ap(t, q0 * ps, p, ps, {}), dims)}};
+  }
+  std::vector<PlaneRun> runs;
+  const int64_t C = t.sizes[1];
+  for (int64_t q = q0; q < q0 + p;) {
+    const int64_t n = q / C, c = q % C;
+    const int64_t len = std::min<int64_t>(C - c, q0 + p - q);
+    const AccessPattern ap = hbm_ap(t, n * t.strides[0] + c * t.strides[1],
+                                    static_cast<uint32_t>(len), t.strides[1], {});
+    runs.push_back({static_cast<uint32_t>(q - q0), conv::with_dims(ap, dims)});
+    q += len;
+  }
+  return runs;
+}
+
+// Partitions [first, first + count) of a tile's access pattern.
+AccessPattern partition_slice(AccessPattern ap, uint32_t first, uint32_t count) {
+  ap.start_partition += first;
+  ap.partitions = count;
+  return ap;
 }
 
 void check_spec(const std::string& name, const UpsampleSpec& s, const CoreParams& core) {
@@ -320,12 +345,18 @@ Program build_planes(const std::string& name, const UpsampleSpec& s, const CoreP
     const uint32_t p = static_cast<uint32_t>(std::min<int64_t>(P, s.planes - q0));
     em.set_partitions(p);
     b.wait(qin, free_all);
-    b.emit(qin, isa::dma_copy(em.flat(load, load_len), planes_ap(from, q0, p)));
+    for (const PlaneRun& r : plane_runs(from, q0, p)) {
+      b.emit(qin, isa::dma_copy(partition_slice(em.flat(load, load_len), r.first, r.hbm.partitions),
+                                r.hbm));
+    }
     b.wait(kVector, b.mark(qin));
     b.wait(kVector, free_all);
     stages(b, em, f, first, second);
     b.wait(qout, b.mark(kVector));
-    b.emit(qout, isa::dma_copy(planes_ap(to, q0, p), em.flat(store, store_len)));
+    for (const PlaneRun& r : plane_runs(to, q0, p)) {
+      b.emit(qout, isa::dma_copy(r.hbm, partition_slice(em.flat(store, store_len), r.first,
+                                                        r.hbm.partitions)));
+    }
     free_all = b.mark(qout);
   }
   return std::move(b).build();

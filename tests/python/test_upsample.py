@@ -141,3 +141,28 @@ def test_interpolate_isa_mode_agrees_with_fast_mode(name):
     for f, i in zip(fast, isa, strict=True):
         scale = max(f.abs().max().item(), 1.0)
         assert (f - i).abs().max().item() <= 1e-5 * scale, name
+
+
+@pytest.mark.parametrize("isa", [False, True])
+@pytest.mark.parametrize("mode", ["nearest", "bilinear"])
+def test_channel_slices_run_native(mode, isa):
+    """A UNet's skip connection: the upsampled map is concatenated, so its gradient is a channel
+    slice of cat's (planes not one stride apart); the input a slice of a larger map."""
+    torch.manual_seed(0)
+    base = torch.randn(3, 200, 6, 7)
+    g = torch.randn(3, 205, 12, 14)
+    want_x = base[:, 3:170].clone().requires_grad_()
+    want_y = F.interpolate(want_x, scale_factor=2, mode=mode)
+    (torch.cat([want_y, torch.zeros(3, 38, 12, 14)], 1) * g).sum().backward()
+    _C._set_isa_mode(isa)
+    try:
+        neuronsim.clear_op_tracking()
+        x = base.to("neuron")[:, 3:170].requires_grad_()
+        y = F.interpolate(x, scale_factor=2, mode=mode)
+        z = torch.cat([y, torch.zeros(3, 38, 12, 14, device="neuron")], 1)
+        (z * g.to("neuron")).sum().backward()
+        assert not neuronsim.get_fallback_ops()
+    finally:
+        _C._set_isa_mode(False)
+    torch.testing.assert_close(y.detach().cpu(), want_y.detach(), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(x.grad.cpu(), want_x.grad, rtol=1e-5, atol=1e-5)

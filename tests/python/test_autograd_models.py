@@ -279,7 +279,9 @@ def test_bf16_forward_matches_cpu():
         out_c = cpu(ids)
         out_d = dev(ids.to("neuron"))
     assert out_d.dtype == torch.bfloat16 and out_d.device.type == "neuron"
-    assert_close(out_d.cpu(), out_c)  # bf16 defaults: rtol 1.6e-2, atol 1e-5
+    # Within a bf16 step of values of order 1: nn.MultiheadAttention's eval fast path runs on
+    # the device (its flash sdpa rounds once, the CPU's kernels at other points).
+    assert_close(out_d.cpu(), out_c, rtol=1.6e-2, atol=8e-3)
 
 
 def test_bf16_mlp_backward_matches_cpu():

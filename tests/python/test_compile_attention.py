@@ -253,3 +253,32 @@ def test_fused_sdpa_output_takes_the_query_layout():
         want = layer(x)
         got = compiled(x.to("neuron")).cpu()
     assert_close(got, want, **TOL[torch.float32])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_multihead_attention_modules_without_grad_are_one_flash_region(dtype, tmp_path):
+    """nn.MultiheadAttention (and the TransformerEncoderLayer around it): dynamo keeps
+    F.multi_head_attention_forward whole, so its sdpa reaches the ATen graph as the device's
+    fused op, which becomes the flash region (its output restored to the query's layout)."""
+    torch.manual_seed(5)
+    layer = nn.TransformerEncoderLayer(128, 4, 256, dropout=0.0, batch_first=True)
+    x = torch.randn(2, 512, 128)
+    dev = copy.deepcopy(layer).to("neuron", dtype)
+    compiled = torch.compile(dev)
+    before = neuronsim.compile_stats()
+    with torch.no_grad():
+        want = dev(x.to("neuron", dtype)).cpu().float()
+        got = compiled(x.to("neuron", dtype)).cpu().float()
+    assert_close(got, want, **TOL[dtype])
+    d = _delta(before)
+    assert d["attention_regions"] == 1 and d["eager_nodes"] == 0, neuronsim.compile_stats()[
+        "per_graph"
+    ][-1]
+    mha = nn.MultiheadAttention(64, 2, batch_first=True).to("neuron", dtype).eval()
+    y = torch.randn(3, 40, 64).to("neuron", dtype)
+    before = neuronsim.compile_stats()
+    with torch.no_grad():
+        got = torch.compile(mha)(y, y, y, need_weights=False)[0]
+        want = mha(y, y, y, need_weights=False)[0]
+    assert_close(got.cpu().float(), want.cpu().float(), **TOL[dtype])
+    assert _delta(before)["attention_regions"] == 1

@@ -10,7 +10,9 @@ graph (compiled as usual, unfused attention). Two rewrites put it into graphs:
   calls without dropout or GQA, with no mask or an additive float one, become the op, so
   forward graphs of training keep it whole (the math path would otherwise decompose it and
   save P for the backward);
-- ``rewrite_attention``: in an ATen graph, ``bmm(q, k^T)`` [view] [scaling by constants]
+- ``rewrite_attention``: in an ATen graph, the device's fused sdpa op of an inference graph
+  (``F.multi_head_attention_forward``, which dynamo keeps whole, reaches it without grad), and
+  ``bmm(q, k^T)`` [view] [scaling by constants]
   ``_softmax(-1)`` [expand] [view] ``bmm(., v)`` (a hand-written attention after decomposition)
   becomes the op when nothing else reads the scores or probabilities (inference graphs: a
   training forward saves P for its backward, and stays unfused).
@@ -18,6 +20,7 @@ graph (compiled as usual, unfused attention). Two rewrites put it into graphs:
 ``NEURONSIM_FLASH_ATTENTION=0`` turns both rewrites off (attention then compiles as its parts).
 """
 
+import operator
 import os
 
 import torch
@@ -219,11 +222,67 @@ def _additive(g: torch.fx.Graph, mask, q):
     return m
 
 
+def _rewrite_fused_sdpa(gm: torch.fx.GraphModule) -> int:
+    """An ATen graph: ``_scaled_dot_product_fused_attention_overrideable`` (what eager sdpa
+    without grad dispatches to on the device, and so what AOT traces when dynamo kept a caller
+    such as ``F.multi_head_attention_forward`` whole) whose only read result is the output
+    becomes neuronsim::sdpa, with the conditions rewrite_sdpa puts on the functional call."""
+    op = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
+    args = ("query", "key", "value", "attn_bias", "dropout_p", "is_causal", "return_debug_mask")
+    count = 0
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target is not op:
+            continue
+        a = {"attn_bias": None, "dropout_p": 0.0, "is_causal": False, "scale": None}
+        a.update(zip(args, n.args, strict=False))
+        a.update(n.kwargs)
+        users = list(n.users)
+        q, k, v = (_example(a[x]) for x in ("query", "key", "value"))
+        if (
+            not all(u.target is operator.getitem and u.args[1] == 0 for u in users)
+            or a["dropout_p"] != 0.0
+            or not isinstance(a["is_causal"], bool)
+            or not (a["scale"] is None or a["scale"] > 0)
+            or not _additive_mask(_example(a["attn_bias"]), q, k)
+            or not _fits(q, k, v)
+        ):
+            continue
+        scale = None if a["scale"] is None else float(a["scale"])
+        g = gm.graph
+        with g.inserting_before(n):
+            fused = g.call_function(
+                torch.ops.neuronsim.sdpa.default,
+                (a["query"], a["key"], a["value"], a["attn_bias"], a["is_causal"], scale),
+            )
+            fused.meta["val"] = q.new_empty((*q.shape[:-1], v.shape[-1]))
+            # The op's output has the query's layout, which the graph's later views rely on.
+            order = sorted(range(q.dim()), key=lambda d: (-q.stride(d), d))
+            if order != list(range(q.dim())):
+                inverse = sorted(range(q.dim()), key=lambda d: order[d])
+                aten = torch.ops.aten
+                dense = {"memory_format": torch.contiguous_format}
+                for target, extra, kw in (
+                    (aten.permute.default, (order,), {}),
+                    (aten.clone.default, (), dense),
+                    (aten.permute.default, (inverse,), {}),
+                ):
+                    prev = fused
+                    fused = g.call_function(target, (prev, *extra), kw)
+                    fused.meta["val"] = target(prev.meta["val"], *extra, **kw)
+        for u in users:
+            u.replace_all_uses_with(fused)
+            gm.graph.erase_node(u)
+        gm.graph.erase_node(n)
+        count += 1
+    return count
+
+
 def rewrite_attention(gm: torch.fx.GraphModule) -> int:
-    """An ATen graph: hand-written attention chains whose scores and probabilities nothing else
-    reads become neuronsim::sdpa. Returns how many."""
+    """An ATen graph: the device's fused sdpa op, and hand-written attention chains whose scores
+    and probabilities nothing else reads, become neuronsim::sdpa. Returns how many."""
     if not _enabled():
         return 0
+    count = _rewrite_fused_sdpa(gm)
     aten = torch.ops.aten
     views = {aten.view.default, aten._unsafe_view.default, aten.reshape.default}
     g = gm.graph
@@ -240,7 +299,6 @@ def rewrite_attention(gm: torch.fx.GraphModule) -> int:
             and x not in outputs
         )
 
-    count = 0
     for bmm2 in list(g.nodes):
         if bmm2.op != "call_function" or bmm2.target is not aten.bmm.default:
             continue

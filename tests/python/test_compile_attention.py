@@ -282,3 +282,21 @@ def test_multihead_attention_modules_without_grad_are_one_flash_region(dtype, tm
         want = mha(y, y, y, need_weights=False)[0]
     assert_close(got.cpu().float(), want.cpu().float(), **TOL[dtype])
     assert _delta(before)["attention_regions"] == 1
+
+
+def test_multihead_attention_training_keeps_attention_whole():
+    """Training: F.multi_head_attention_forward (kept whole by dynamo) routes its sdpa call to
+    the flash op while AOT autograd traces it; gradients match eager's."""
+    torch.manual_seed(6)
+    layer = nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True, norm_first=True)
+    eager, comp = copy.deepcopy(layer).to("neuron"), copy.deepcopy(layer).to("neuron")
+    kpm = torch.zeros(2, 16, dtype=torch.bool, device="neuron")
+    kpm[0, 12:] = True
+    x = torch.randn(2, 16, 64, device="neuron")
+    before = neuronsim.compile_stats()
+    eager(x, src_key_padding_mask=kpm).square().mean().backward()
+    torch.compile(comp)(x, src_key_padding_mask=kpm).square().mean().backward()
+    d = _delta(before)
+    assert d["attention_regions"] == 1 and d["eager_nodes"] == 0, d
+    for p, q in zip(eager.parameters(), comp.parameters(), strict=True):
+        assert_close(q.grad.cpu(), p.grad.cpu(), rtol=1e-5, atol=1e-6)

@@ -142,27 +142,62 @@ def _enabled() -> bool:
     return os.environ.get("NEURONSIM_FLASH_ATTENTION", "1") != "0"
 
 
+def _eligible(a: dict) -> bool:
+    """scaled_dot_product_attention arguments (example values) the op takes."""
+    return (
+        _additive_mask(a["attn_mask"], a["query"], a["key"])
+        and a["dropout_p"] == 0.0
+        and not a["enable_gqa"]
+        and isinstance(a["is_causal"], bool)
+        and (a["scale"] is None or (isinstance(a["scale"], float | int) and a["scale"] > 0))
+        and _fits(a["query"], a["key"], a["value"])
+    )
+
+
+def _mha_forward_with_flash(*args, **kwargs):
+    """F.multi_head_attention_forward with its scaled_dot_product_attention call made
+    neuronsim::sdpa where eligible (dynamo keeps the function whole, so rewrite_sdpa never
+    sees the call; AOT autograd traces this instead)."""
+    functional = torch.nn.functional
+    original = functional.scaled_dot_product_attention
+
+    def routed(*sargs, **skw):
+        a = dict(_SDPA_DEFAULTS, enable_gqa=False)
+        a.update(zip(_SDPA_ARGS, sargs, strict=False))
+        a.update(skw)
+        if not _eligible(a):
+            return original(*sargs, **skw)
+        scale = None if a["scale"] is None else float(a["scale"])
+        return torch.ops.neuronsim.sdpa(
+            a["query"], a["key"], a["value"], a["attn_mask"], a["is_causal"], scale
+        )
+
+    functional.scaled_dot_product_attention = routed
+    try:
+        return functional.multi_head_attention_forward(*args, **kwargs)
+    finally:
+        functional.scaled_dot_product_attention = original
+
+
 def rewrite_sdpa(gm: torch.fx.GraphModule) -> int:
-    """Dynamo's graph: eligible scaled_dot_product_attention calls become neuronsim::sdpa.
-    Returns how many."""
+    """Dynamo's graph: eligible scaled_dot_product_attention calls become neuronsim::sdpa, and
+    F.multi_head_attention_forward calls route theirs to it. Returns how many calls changed."""
     if not _enabled():
         return 0
     targets = {torch._C._nn.scaled_dot_product_attention}
     count = 0
     for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is torch.nn.functional.multi_head_attention_forward:
+            n.target = _mha_forward_with_flash
+            count += 1
+            continue
         if n.op != "call_function" or n.target not in targets:
             continue
         a = dict(_SDPA_DEFAULTS, enable_gqa=False)
         a.update(zip(_SDPA_ARGS, n.args, strict=False))
         a.update(n.kwargs)
-        if (
-            not _additive_mask(_example(a["attn_mask"]), _example(a["query"]), _example(a["key"]))
-            or a["dropout_p"] != 0.0
-            or a["enable_gqa"]
-            or not isinstance(a["is_causal"], bool)
-            or not (a["scale"] is None or (isinstance(a["scale"], float | int) and a["scale"] > 0))
-            or not _fits(_example(a["query"]), _example(a["key"]), _example(a["value"]))
-        ):
+        tensors = ("query", "key", "value", "attn_mask")
+        if not _eligible({k: _example(v) if k in tensors else v for k, v in a.items()}):
             continue
         scale = None if a["scale"] is None else float(a["scale"])
         n.target = torch.ops.neuronsim.sdpa.default

@@ -672,6 +672,55 @@ NativeOpTable elementwise_ops() {
                        inv.describe(out.is_complex() ? at::view_as_real(out) : out), e,
                        inv.core())};
                  }});
+  // xlogy: x * log(y), 0 where x == 0 unless y is NaN (the CPU's rule).
+  reg(ops, "aten::xlogy", [](Operands& o, kernels::Expr& e) {
+    const Arg x = o.get("self"), y = o.get("other");
+    const Arg zero_x = e.select(e.alu(AluOp::kIsEqual, x, Arg::constant(0)), Arg::constant(0),
+                                e.alu(AluOp::kMultiply, x, e.act(ActFunc::kLog, y)));
+    return e.select(e.alu(AluOp::kIsEqual, y, y), zero_x, y);  // y != y: NaN
+  });
+  // glu(x, dim) = a * sigmoid(b) over x's halves along dim; its backward writes both halves of
+  // grad_input in one pass: g * sigmoid(b), and g * a * sigmoid(b) * (1 - sigmoid(b)).
+  auto glu_halves = [](const OpInvocation& inv, const at::Tensor& t) {
+    const int64_t dim = at::maybe_wrap_dim(inv.arg("dim").toInt(), t.dim());
+    const int64_t h = t.size(dim) / 2;
+    return std::pair{t.narrow(dim, 0, h), t.narrow(dim, h, h)};
+  };
+  auto glu_supported = [](const OpInvocation& inv) {
+    const at::Tensor x = inv.arg("self").toTensor();
+    if (!x.defined() || x.dim() == 0 || !c10::isFloatingType(x.scalar_type())) return false;
+    const int64_t dim = inv.arg("dim").toInt();
+    return dim >= -x.dim() && dim < x.dim() && x.size(dim) % 2 == 0;  // else the CPU's error
+  };
+  ops.push_back({"aten::glu",
+                 [glu_halves](const OpInvocation& inv) {
+                   const auto [a, b] = glu_halves(inv, inv.arg("self").toTensor());
+                   kernels::Expr e;
+                   e.alu(AluOp::kMultiply, Arg::input(0), e.act(ActFunc::kSigmoid, Arg::input(1)));
+                   return std::vector<device::Program>{kernels::build_elementwise_grid(
+                       inv.name, {inv.describe(a), inv.describe(b)},
+                       inv.describe(inv.outputs.at(0)), e, inv.core(), inv.grid)};
+                 },
+                 glu_supported});
+  ops.push_back(
+      {"aten::glu_backward",
+       [glu_halves](const OpInvocation& inv) {
+         const auto [a, b] = glu_halves(inv, inv.arg("self").toTensor());
+         const auto [ga, gb] = glu_halves(inv, inv.outputs.at(0));
+         kernels::Expr e;
+         const Arg g = Arg::input(0);
+         const Arg sig = e.act(ActFunc::kSigmoid, Arg::input(2));
+         const Arg grad_a = e.alu(AluOp::kMultiply, sig, g);
+         const Arg dsig =
+             e.alu(AluOp::kMultiply, e.alu(AluOp::kSubtract, Arg::constant(1), sig), sig);
+         const Arg grad_b =
+             e.alu(AluOp::kMultiply, e.alu(AluOp::kMultiply, dsig, Arg::input(1)), g);
+         return std::vector<device::Program>{kernels::build_elementwise(
+             inv.name,
+             {inv.describe(inv.arg("grad_output").toTensor()), inv.describe(a), inv.describe(b)},
+             {{inv.describe(ga), grad_a.index}, {inv.describe(gb), grad_b.index}}, e, inv.core())};
+       },
+       glu_supported});
   ops.push_back({"aten::arange", [](const OpInvocation& inv) {
                    return std::vector<device::Program>{kernels::build_arange(
                        inv.name, inv.describe(inv.outputs.at(0)), inv.scalar("start", 0),

@@ -113,6 +113,15 @@ NativeOpTable reduction_ops() {
   ops.push_back({"aten::amax", simple(device::ReduceOp::kMax, false), reduce_supported});
   ops.push_back({"aten::amin", simple(device::ReduceOp::kMin, false), reduce_supported});
   ops.push_back({"aten::prod", simple(device::ReduceOp::kMultiply, false), reduce_supported});
+  // count_nonzero: the sum of (x != 0) over the dims (int64 values from the host).
+  ops.push_back({"aten::count_nonzero",
+                 [](const OpInvocation& inv) {
+                   kernels::ReduceSpec s;
+                   s.op = device::ReduceOp::kAdd;
+                   s.nonzero = true;
+                   return reduce_program(inv, inv.tensor(0), inv.outputs.at(0), s);
+                 },
+                 reduce_supported});
   // aminmax: (min, max) over one dim or all, two reductions of the same input.
   ops.push_back({"aten::aminmax",
                  [](const OpInvocation& inv) {

@@ -27,6 +27,10 @@ ISA_HOST = {
         "aten::arange.start_out": _I64,
         "aten::remainder.Tensor": _I64,
     },
+    "count_nonzero": {
+        "aten::count_nonzero.dim_IntList": _I64,
+        "aten::cat": _I64,
+    },
     "fused_sgd_nesterov": {
         "aten::_fused_sgd_": "outputs sized by the CPU kernel (no usable Meta kernel)"
     },
@@ -119,6 +123,27 @@ CASES = {
                 (~(a * 25).to(torch.int8)).view(torch.uint8),
             ]
         ),
+        (X,),
+        EXACT,
+    ),
+    "glu": (lambda a: torch.cat([F.glu(a, -1).flatten(), F.glu(a[:36], 0).flatten()]), (X,), FP32),
+    "glu_backward": (
+        lambda a: torch.autograd.grad(F.glu(a.requires_grad_(), 0).square().sum(), a)[0],
+        (X[:36],),
+        FP32,
+    ),
+    "xlogy_kl_div": (
+        lambda a, b: torch.cat(
+            [
+                torch.xlogy(a.relu(), b.abs()).flatten(),
+                F.kl_div(a.log_softmax(-1), b.softmax(-1), reduction="batchmean")[None],
+            ]
+        ),
+        (X, Y),
+        FP32,
+    ),
+    "count_nonzero": (
+        lambda a: torch.cat([torch.count_nonzero(a > 0, 1), torch.count_nonzero(a.relu())[None]]),
         (X,),
         EXACT,
     ),

@@ -198,14 +198,30 @@ void register_graph_bindings(py::module_& m) {
         }
         return out;
       });
-  // HostAllocScope as a context manager: `with _C._HostAllocScope(): ...`.
-  struct PyHostAllocScope {
-    std::optional<HostAllocScope> scope;
+  // A graph's host run as a context manager: `with _C._HostRunScope(h): ...`. Large allocations
+  // come from the device memory of `h`'s device (HostAllocScope). RecordFunction is off, unless
+  // thread-local callbacks (the profiler's) want to see the ops: the op observer would box every
+  // CPU op's inputs only to ignore them, and HostRun.run counts the graph's ops itself.
+  struct PyHostRunScope {
+    std::optional<c10::Device> device;
+    std::unique_ptr<HostAllocScope> alloc;
+    std::unique_ptr<at::RecordFunctionGuard> record;
   };
-  py::class_<PyHostAllocScope>(m, "_HostAllocScope")
-      .def(py::init<>())
-      .def("__enter__", [](PyHostAllocScope& s) { s.scope.emplace(); })
-      .def("__exit__", [](PyHostAllocScope& s, const py::args&) { s.scope.reset(); });
+  py::class_<PyHostRunScope>(m, "_HostRunScope")
+      .def(py::init([](const HostRun& h) {
+        return PyHostRunScope{h.device(), nullptr, nullptr};
+      }))
+      .def("__enter__",
+           [](PyHostRunScope& s) {
+             s.alloc = std::make_unique<HostAllocScope>(s.device);
+             if (!at::hasThreadLocalCallbacks()) {
+               s.record = std::make_unique<at::RecordFunctionGuard>(false);
+             }
+           })
+      .def("__exit__", [](PyHostRunScope& s, const py::args&) {
+        s.record.reset();
+        s.alloc.reset();
+      });
   // Op tracking for nodes a compiled graph computed on the host (op_tracking.h): ids once per
   // graph, counts per run.
   m.def("_op_ids", [](const std::vector<std::string>& names) {

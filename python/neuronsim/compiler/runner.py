@@ -3,10 +3,11 @@ segment runs the fused programs for the time (ISA mode: for the values too).
 
 Fast mode, a graph that is one launch of fused programs (no eager or host nodes, no 64-bit
 device values): one host call computes the values. The graph runs as plain CPU ATen ops on
-zero-copy CPU views of its device inputs, with no per-node device dispatch and no device
-allocation or copy per intermediate; its device outputs then move into device memory (outputs
-that alias inputs stay views of them) and the launch runs. Input mutations write device memory
-through the views.
+zero-copy CPU views of its device inputs, with no per-node device dispatch; its large tensors
+are allocated in device memory, so its device outputs become device tensors with no copy
+(outputs that alias inputs stay views of them), and the launch runs. Input mutations write
+device memory through the views. RecordFunction is off during the run unless the profiler
+listens: the op observer would only box each CPU op's inputs to ignore them.
 
 Otherwise (ISA mode, NEURONSIM_COMPILE_VERIFY, eager or host nodes) the graph is rewritten once
 per compiled variant: each ATen op runs on the device tensors (host values on CPU views, as in
@@ -287,8 +288,9 @@ class HostRun:
         h = _C._HostRun()
         inputs = list(args)
         inputs += [operator.attrgetter(a)(self.gm) for a in self.attrs]
-        with _C._HostAllocScope():
-            outs, values = self.module(*h.views(inputs))
+        views = h.views(inputs)  # first: they tell the scope the device
+        with _C._HostRunScope(h):
+            outs, values = self.module(*views)
         outs = h.to_device(outs, self.out_device, False)
         self.handle.launch(0, h.to_device(values, self.value_device, True))
         _C._track_ops(self.op_ids)

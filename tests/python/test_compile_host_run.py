@@ -58,3 +58,64 @@ def test_host_run_ops_are_counted_and_profiled():
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         f(x, w)
     assert any(e.name == "aten::mm" for e in prof.events())
+
+
+@pytest.fixture
+def host_graphs(monkeypatch):
+    """The host copies of the graphs compiled while the test runs, after their rewrites."""
+    from neuronsim.compiler import runner
+
+    graphs = []
+
+    def record(g, gm):
+        n = rewrite(g, gm)
+        graphs.append(g)
+        return n
+
+    rewrite = runner.rewrite_host_graph
+    monkeypatch.setattr(runner, "rewrite_host_graph", record)
+    return graphs
+
+
+def _targets(graphs) -> set:
+    return {n.target for g in graphs for n in g.nodes if n.op == "call_function"}
+
+
+def test_select_backwards_stack_the_parts_on_the_host(host_graphs):
+    torch.manual_seed(0)
+    x = torch.randn(4, 32, 3 * 64, requires_grad=True)
+
+    def f(x):
+        q, k, v = x.view(4, 32, 3, 64).permute(2, 0, 1, 3)  # three selects, as in Block
+        return (q.sigmoid() * k + v.square()).sum()
+
+    f(x).backward()
+    want = x.grad.clone()
+    xd = x.detach().to("neuron").requires_grad_()
+    torch.compile(f)(xd).backward()
+    assert_close(xd.grad.cpu(), want)
+    targets = _targets(host_graphs)
+    assert torch.ops.aten.stack.default in targets
+    assert torch.ops.aten.where.self not in targets
+
+
+def test_adamw_first_moment_is_one_foreach_lerp_on_the_host(host_graphs):
+    torch.manual_seed(0)
+    params = [torch.randn(64, 64), torch.randn(64)]
+    grads = [torch.randn_like(p) for p in params]
+
+    def run(device, compiled):
+        ps = [p.clone().to(device).requires_grad_() for p in params]
+        for p, g in zip(ps, grads, strict=True):
+            p.grad = g.to(device)
+        opt = torch.optim.AdamW(ps, lr=1e-2)
+        step = torch.compile(opt.step) if compiled else opt.step
+        for _ in range(3):
+            step()
+        return [p.detach().cpu() for p in ps] + [opt.state[p]["exp_avg"].cpu() for p in ps]
+
+    for g, w in zip(run("neuron", True), run("cpu", False), strict=True):
+        assert_close(g, w, rtol=1e-5, atol=1e-6)
+    targets = _targets(host_graphs)
+    assert torch.ops.aten._foreach_lerp.Scalar_out in targets
+    assert torch.ops.aten.full_like.default not in targets

@@ -25,6 +25,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from neuronsim import _C
+from neuronsim.compiler.host_rewrites import rewrite_host_graph
 
 _OFF, _FUSED, _EAGER = 0, 1, 2
 _VERIFY = bool(os.environ.get("NEURONSIM_COMPILE_VERIFY"))
@@ -239,6 +240,7 @@ def build_host_module(gm: torch.fx.GraphModule, values: list) -> tuple:
     env: dict = {}
     out = g.graph_copy(gm.graph, env)
     g.output((out, tuple(env[v] for v in values)))
+    rewrite_host_graph(g, gm)
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
     attrs = []
     for n in list(g.nodes):

@@ -1,0 +1,189 @@
+"""Rewrites of a compiled graph's host copy (runner.build_host_module): fast mode's host run then
+computes the same values in fewer passes over memory. Only the host copy changes: the graph
+compiler's fused programs, and so simulated time, HBM bytes and launches, stay those of the
+decomposed graph.
+
+- Stacked selects: select_backward's decomposition writes each part's gradient into zeros
+  through a constant one-hot mask, ``where(mask_i, expand(unsqueeze(g_i, d)), 0)``, and adds the
+  results (the backward of ``q, k, v = qkv``, three selects): per part a fill and a pass over the
+  stacked shape, plus the adds. When the parts cover every index of d once, that sum is
+  ``stack(g, d)``.
+- Foreach lerp: ``_foreach_lerp`` (AdamW's first moment) decomposes into ``_foreach_sub``, a
+  ``full_like`` weight per tensor and ``_foreach_addcmul``; one ``_foreach_lerp`` (eager mode's
+  kernel) computes it."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+
+aten = torch.ops.aten
+
+
+def _val(n) -> torch.Tensor | None:
+    v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+    return v if isinstance(v, torch.Tensor) else None
+
+
+def _is_zero_fill(n, shape, dtype) -> bool:
+    if not isinstance(n, torch.fx.Node) or n.target is not aten.full.default:
+        return False
+    v = _val(n)
+    return v is not None and v.shape == shape and v.dtype == dtype and n.args[1] == 0
+
+
+def _one_hot_index(mask: torch.Tensor, d: int) -> int | None:
+    """i when `mask` is size 1 on every dim but d and True exactly at index i of d."""
+    if mask.dtype != torch.bool or any(s != 1 for k, s in enumerate(mask.shape) if k != d):
+        return None
+    hot = mask.detach().to("cpu").reshape(-1).nonzero().reshape(-1).tolist()
+    return hot[0] if len(hot) == 1 else None
+
+
+def _select_part(n, gm: torch.nn.Module):
+    """(g, d, i, n) when node `n` is where(one-hot mask on dim d at i, g broadcast on d, 0)."""
+    if not isinstance(n, torch.fx.Node) or n.target is not aten.where.self or len(n.args) != 3:
+        return None
+    mask, a, zero = n.args
+    out = _val(n)
+    if out is None or not isinstance(mask, torch.fx.Node) or mask.op != "get_attr":
+        return None
+    if not isinstance(a, torch.fx.Node) or a.target is not aten.expand.default:
+        return None
+    u = a.args[0]
+    if not isinstance(u, torch.fx.Node) or u.target is not aten.unsqueeze.default:
+        return None
+    g, d = u.args
+    gv = _val(g)
+    d = d % out.dim()
+    if gv is None or gv.dtype != out.dtype or tuple(a.args[1]) != tuple(out.shape):
+        return None
+    if tuple(gv.shape) != tuple(s for k, s in enumerate(out.shape) if k != d):
+        return None
+    if not _is_zero_fill(zero, out.shape, out.dtype):
+        return None
+    m = operator.attrgetter(mask.target)(gm)
+    if not isinstance(m, torch.Tensor) or m.dim() != out.dim():
+        return None
+    i = _one_hot_index(m, d)
+    return None if i is None else (g, d, i, out.shape[d])
+
+
+def _add_leaves(n, root: bool) -> list:
+    """The operands of the tree of add.Tensor nodes under `n` (inner adds used only there)."""
+    is_add = (
+        isinstance(n, torch.fx.Node)
+        and n.target is aten.add.Tensor
+        and not n.kwargs
+        and len(n.args) == 2
+        and (root or len(n.users) == 1)
+    )
+    if not is_add:
+        return [n]
+    return _add_leaves(n.args[0], False) + _add_leaves(n.args[1], False)
+
+
+def _erase_dead(g: torch.fx.Graph, nodes) -> None:
+    pending = [n for n in nodes if isinstance(n, torch.fx.Node)]
+    changed = True
+    while changed:
+        changed = False
+        for n in list(pending):
+            if not n._erased and not n.users and n.op == "call_function" and not n.is_impure():
+                pending.extend(x for x in n.all_input_nodes if x not in pending)
+                g.erase_node(n)
+                pending.remove(n)
+                changed = True
+
+
+def stack_selects(g: torch.fx.Graph, gm: torch.nn.Module) -> int:
+    rewritten = 0
+    for n in list(g.nodes):
+        if n._erased or n.target is not aten.add.Tensor:
+            continue
+        leaves = _add_leaves(n, True)
+        if len(leaves) < 2:
+            continue
+        parts = [_select_part(x, gm) for x in leaves]
+        if any(p is None for p in parts):
+            continue
+        d, size = parts[0][1], parts[0][3]
+        by_index = {p[2]: p[0] for p in parts}
+        if any(p[1] != d or p[3] != size for p in parts) or sorted(by_index) != list(range(size)):
+            continue
+        if len(parts) != size:
+            continue
+        with g.inserting_before(n):
+            s = g.call_function(aten.stack.default, ([by_index[i] for i in range(size)], d))
+        s.meta = dict(n.meta)
+        n.replace_all_uses_with(s)
+        _erase_dead(g, [n])
+        rewritten += 1
+    return rewritten
+
+
+def _getitems_of(nodes, source) -> bool:
+    return all(
+        isinstance(x, torch.fx.Node)
+        and x.target is operator.getitem
+        and x.args[0] is source
+        and x.args[1] == i
+        for i, x in enumerate(nodes)
+    )
+
+
+def foreach_lerp(g: torch.fx.Graph) -> int:
+    rewritten = 0
+    for n in list(g.nodes):
+        if n._erased or n.target not in (
+            aten._foreach_addcmul.Scalar,
+            aten._foreach_addcmul.Scalar_out,
+        ):
+            continue
+        if len(n.args) != 3 or set(n.kwargs) - {"out"} or n.kwargs.get("value", 1) != 1:
+            continue
+        start, weights, diffs = n.args
+        if not diffs or not isinstance(diffs, list | tuple) or len(weights) != len(diffs):
+            continue
+        sub = diffs[0].args[0] if isinstance(diffs[0], torch.fx.Node) else None
+        if sub is None or sub.target is not aten._foreach_sub.List or not _getitems_of(diffs, sub):
+            continue
+        end, minus = sub.args[0], sub.args[1]
+        if sub.kwargs or list(minus) != list(start):
+            continue
+        ws = set()
+        for w, dx in zip(weights, diffs, strict=True):
+            ok = (
+                isinstance(w, torch.fx.Node)
+                and w.target is aten.full_like.default
+                and w.args[0] is dx
+                and set(w.kwargs) <= {"pin_memory"}
+            )
+            if not ok:
+                break
+            ws.add(w.args[1])
+        else:
+            if len(ws) != 1:
+                continue
+            weight = ws.pop()
+            out = n.kwargs.get("out")
+            with g.inserting_before(n):
+                if out is None:
+                    lerp = g.call_function(aten._foreach_lerp.Scalar, (start, end, weight))
+                else:
+                    lerp = g.call_function(
+                        aten._foreach_lerp.Scalar_out, (start, end, weight), {"out": out}
+                    )
+            lerp.meta = dict(n.meta)
+            n.replace_all_uses_with(lerp)
+            g.erase_node(n)
+            _erase_dead(g, [*weights, *diffs, sub])
+            rewritten += 1
+    return rewritten
+
+
+def rewrite_host_graph(g: torch.fx.Graph, gm: torch.nn.Module) -> int:
+    """All rewrites, in place; `gm` holds the graph's constants. Returns how many applied."""
+    return stack_selects(g, gm) + foreach_lerp(g)

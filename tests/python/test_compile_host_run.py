@@ -67,8 +67,8 @@ def host_graphs(monkeypatch):
 
     graphs = []
 
-    def record(g, gm):
-        n = rewrite(g, gm)
+    def record(g, constants):
+        n = rewrite(g, constants)
         graphs.append(g)
         return n
 
@@ -99,7 +99,9 @@ def test_select_backwards_stack_the_parts_on_the_host(host_graphs):
     assert torch.ops.aten.where.self not in targets
 
 
-def test_adamw_first_moment_is_one_foreach_lerp_on_the_host(host_graphs):
+def test_adamw_updates_run_in_place_on_the_host(host_graphs):
+    """One in-place lerp for the first moment, and no out= overload (each allocates its results
+    and copies them)."""
     torch.manual_seed(0)
     params = [torch.randn(64, 64), torch.randn(64)]
     grads = [torch.randn_like(p) for p in params]
@@ -117,5 +119,44 @@ def test_adamw_first_moment_is_one_foreach_lerp_on_the_host(host_graphs):
     for g, w in zip(run("neuron", True), run("cpu", False), strict=True):
         assert_close(g, w, rtol=1e-5, atol=1e-6)
     targets = _targets(host_graphs)
-    assert torch.ops.aten._foreach_lerp.Scalar_out in targets
+    assert torch.ops.aten._foreach_lerp_.Scalar in targets
     assert torch.ops.aten.full_like.default not in targets
+    assert torch.ops.aten._foreach_addcmul_.Scalar in targets  # the second moment
+    assert torch.ops.aten._foreach_addcdiv_.Scalar in targets  # the parameters
+    assert not [t for t in targets if getattr(t, "_overloadname", "").endswith("out")]
+
+
+@pytest.mark.parametrize("read_between", [False, True])
+def test_in_place_update_waits_for_readers_of_the_old_value(read_between):
+    """mul(a) then addcmul(that, b, b, out=a) run in place on a, unless something between them
+    reads a's old value (it would see the product)."""
+    import operator
+
+    from neuronsim.compiler.host_rewrites import foreach_in_place
+
+    aten = torch.ops.aten
+    torch.manual_seed(0)
+    vals = [torch.randn(8), torch.randn(3, 4)]
+    g = torch.fx.Graph()
+    a = [g.placeholder(f"a{i}") for i in range(2)]
+    b = [g.placeholder(f"b{i}") for i in range(2)]
+    for x, v in zip(a + b, vals + vals, strict=True):
+        x.meta["val"] = v
+    p = g.call_function(aten._foreach_mul.Scalar, (a, 0.5))
+    p.meta["val"] = [v * 0.5 for v in vals]
+    items = [g.call_function(operator.getitem, (p, i)) for i in range(2)]
+    for i, x in enumerate(items):
+        x.meta["val"] = p.meta["val"][i]
+    old = g.call_function(aten.sum.default, (a[0],)) if read_between else None
+    g.call_function(aten._foreach_addcmul.Scalar_out, (items, b, b), {"out": a})
+    g.output((old, a[0], a[1]))
+
+    def run(graph):
+        args = [v.clone() for v in vals + vals]
+        return torch.fx.GraphModule(torch.nn.Module(), graph)(*args)
+
+    want = run(g)
+    assert foreach_in_place(g) == (0 if read_between else 2)
+    got = run(g)
+    for w, x in zip(want, got, strict=True):
+        assert (w is None and x is None) or torch.equal(w, x)

@@ -10,7 +10,14 @@ decomposed graph.
   ``stack(g, d)``.
 - Foreach lerp: ``_foreach_lerp`` (AdamW's first moment) decomposes into ``_foreach_sub``, a
   ``full_like`` weight per tensor and ``_foreach_addcmul``; one ``_foreach_lerp`` (eager mode's
-  kernel) computes it."""
+  kernel) computes it.
+- Foreach in place: a ``_foreach_*`` op's out= overload (the optimizer's updates of its inputs,
+  runner.write_results_into_inputs) allocates its results and copies them into ``out``, and a
+  functional one allocates too. The in-place overload writes where eager mode's does: when
+  ``out`` is the op's first list; when that list is a foreach result on ``out``
+  (``mul(exp_avg_sq, beta2)`` before ``addcmul(..., out=exp_avg_sq)``: both then run in place,
+  when nothing between them reads ``out``); when a functional op's first list holds fresh
+  results nothing reads afterwards."""
 
 from __future__ import annotations
 
@@ -42,13 +49,13 @@ def _one_hot_index(mask: torch.Tensor, d: int) -> int | None:
     return hot[0] if len(hot) == 1 else None
 
 
-def _select_part(n, gm: torch.nn.Module):
+def _select_part(n, constants: dict):
     """(g, d, i, n) when node `n` is where(one-hot mask on dim d at i, g broadcast on d, 0)."""
     if not isinstance(n, torch.fx.Node) or n.target is not aten.where.self or len(n.args) != 3:
         return None
     mask, a, zero = n.args
     out = _val(n)
-    if out is None or not isinstance(mask, torch.fx.Node) or mask.op != "get_attr":
+    if out is None or mask not in constants:
         return None
     if not isinstance(a, torch.fx.Node) or a.target is not aten.expand.default:
         return None
@@ -64,7 +71,7 @@ def _select_part(n, gm: torch.nn.Module):
         return None
     if not _is_zero_fill(zero, out.shape, out.dtype):
         return None
-    m = operator.attrgetter(mask.target)(gm)
+    m = constants[mask]
     if not isinstance(m, torch.Tensor) or m.dim() != out.dim():
         return None
     i = _one_hot_index(m, d)
@@ -98,7 +105,7 @@ def _erase_dead(g: torch.fx.Graph, nodes) -> None:
                 changed = True
 
 
-def stack_selects(g: torch.fx.Graph, gm: torch.nn.Module) -> int:
+def stack_selects(g: torch.fx.Graph, constants: dict) -> int:
     rewritten = 0
     for n in list(g.nodes):
         if n._erased or n.target is not aten.add.Tensor:
@@ -106,7 +113,7 @@ def stack_selects(g: torch.fx.Graph, gm: torch.nn.Module) -> int:
         leaves = _add_leaves(n, True)
         if len(leaves) < 2:
             continue
-        parts = [_select_part(x, gm) for x in leaves]
+        parts = [_select_part(x, constants) for x in leaves]
         if any(p is None for p in parts):
             continue
         d, size = parts[0][1], parts[0][3]
@@ -184,6 +191,124 @@ def foreach_lerp(g: torch.fx.Graph) -> int:
     return rewritten
 
 
-def rewrite_host_graph(g: torch.fx.Graph, gm: torch.nn.Module) -> int:
-    """All rewrites, in place; `gm` holds the graph's constants. Returns how many applied."""
-    return stack_selects(g, gm) + foreach_lerp(g)
+def _in_place_overload(op):
+    """The in-place twin of a foreach op or of its out= overload, or None."""
+    if not isinstance(op, torch._ops.OpOverload):
+        return None
+    name = op._schema.name
+    if not name.startswith("aten::_foreach_") or name.endswith("_"):
+        return None
+    ov = op._overloadname
+    base = ov[: -len("_out")] if ov.endswith("_out") else ("default" if ov == "out" else ov)
+    packet = getattr(aten, name.split("::")[1] + "_", None)
+    return getattr(packet, base, None) if packet is not None else None
+
+
+def _creates_alias(n) -> bool:
+    t = n.target
+    if not isinstance(t, torch._ops.OpOverload):
+        return False
+    return any(r.alias_info is not None for r in t._schema.returns)
+
+
+def _fresh_results(p) -> bool:
+    """Whether `p` is a functional foreach op (new tensors, no aliases of its inputs)."""
+    return (
+        isinstance(p, torch.fx.Node)
+        and _in_place_overload(p.target) is not None
+        and not p.target._overloadname.endswith("out")
+        and not _creates_alias(p)
+    )
+
+
+def _results_match(n, tensors) -> bool:
+    vals = n.meta.get("val")
+    if not isinstance(vals, list | tuple) or len(vals) != len(tensors):
+        return False
+    for v, t in zip(vals, tensors, strict=True):
+        tv = _val(t)
+        if tv is None or not isinstance(v, torch.Tensor):
+            return False
+        if v.shape != tv.shape or v.dtype != tv.dtype:
+            return False
+    return True
+
+
+def _make_in_place(g: torch.fx.Graph, n, results) -> None:
+    """Replaces foreach node `n` by its in-place twin; `results` (the tensors it writes) replace
+    its results' getitems."""
+    with g.inserting_before(n):
+        kwargs = {k: v for k, v in n.kwargs.items() if k != "out"}
+        m = g.call_function(_in_place_overload(n.target), n.args, kwargs)
+    for u in list(n.users):
+        u.replace_all_uses_with(results[u.args[1]])
+        g.erase_node(u)
+    g.erase_node(n)
+    m.meta = {}
+
+
+def foreach_in_place(g: torch.fx.Graph) -> int:
+    rewritten = 0
+    for n in list(g.nodes):
+        if n._erased or n.op != "call_function" or _in_place_overload(n.target) is None:
+            continue
+        lists = [a for a in n.args if isinstance(a, list | tuple)]
+        first = n.args[0] if n.args else None
+        if (
+            not isinstance(first, list | tuple)
+            or not first
+            or any(not isinstance(x, torch.fx.Node) for x in first)
+        ):
+            continue
+        if any(u.target is not operator.getitem for u in n.users) or len(set(first)) != len(first):
+            continue
+        # Elementwise: reading first[i] while writing it is fine, another position is not.
+        if any(x in first and first[j] is not x for a in lists[1:] for j, x in enumerate(a)):
+            continue
+        order = {x: i for i, x in enumerate(g.nodes)}
+        out = n.kwargs.get("out")
+        if out is not None:
+            out = list(out)
+            if list(first) == out:
+                _make_in_place(g, n, out)
+                rewritten += 1
+                continue
+            # The first list is a foreach result on `out` that only this op reads.
+            p = first[0].args[0] if first[0].target is operator.getitem else None
+            if not _fresh_results(p) or not _getitems_of(first, p) or list(p.args[0]) != out:
+                continue
+            if any(len(x.users) != 1 for x in first) or len(p.users) != len(first):
+                continue
+            if not _results_match(p, out):
+                continue
+            others = {x for a in n.args[1:] for x in (a if isinstance(a, list | tuple) else [a])}
+            if any(x in others for x in out):
+                continue
+            # In place, `p` writes `out` at its own position: nothing up to `n` may read it.
+            between = range(order[p] + 1, order[n])
+            readers = [u for x in out for u in x.users if u is not p and u is not n]
+            if any(
+                order[u] in between or (order[u] < order[p] and _creates_alias(u)) for u in readers
+            ):
+                continue
+            _make_in_place(g, p, out)
+            _make_in_place(g, n, out)
+            rewritten += 2
+            continue
+        # A functional op on fresh results nothing reads afterwards: in place on them.
+        if not all(x.target is operator.getitem and _fresh_results(x.args[0]) for x in first):
+            continue
+        if not _results_match(n, first):
+            continue
+        readers = [u for x in first for u in x.users if u is not n]
+        if any(order[u] > order[n] or _creates_alias(u) for u in readers):
+            continue
+        _make_in_place(g, n, list(first))
+        rewritten += 1
+    return rewritten
+
+
+def rewrite_host_graph(g: torch.fx.Graph, constants: dict) -> int:
+    """All rewrites, in place; `constants` maps the nodes of the graph's constants to their
+    tensors. Returns how many applied."""
+    return stack_selects(g, constants) + foreach_lerp(g) + foreach_in_place(g)

@@ -230,7 +230,8 @@ def write_results_into_inputs(g: torch.fx.Graph) -> int:
 
 def build_host_module(gm: torch.fx.GraphModule, values: list) -> tuple:
     """A copy of `gm` for CPU tensors: module attributes become trailing arguments, factory
-    ops' neuron devices become the CPU, and it returns (outputs, `values`' tensors)."""
+    ops' neuron devices become the CPU, it returns (outputs, `values`' tensors), and the host
+    rewrites (host_rewrites.py) apply."""
     cpu = torch.device("cpu")
 
     def to_cpu(x):
@@ -240,9 +241,9 @@ def build_host_module(gm: torch.fx.GraphModule, values: list) -> tuple:
     env: dict = {}
     out = g.graph_copy(gm.graph, env)
     g.output((out, tuple(env[v] for v in values)))
-    rewrite_host_graph(g, gm)
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
     attrs = []
+    constants = {}  # attribute placeholder -> its tensor
     for n in list(g.nodes):
         if n.op == "get_attr":
             where = (
@@ -256,11 +257,13 @@ def build_host_module(gm: torch.fx.GraphModule, values: list) -> tuple:
             placeholders.append(p)
             n.replace_all_uses_with(p)
             attrs.append(n.target)
+            constants[p] = operator.attrgetter(n.target)(gm)
             g.erase_node(n)
         elif n.op == "call_function":
             n.args = tuple(to_cpu(a) for a in n.args)
             n.kwargs = {k: to_cpu(v) for k, v in n.kwargs.items()}
     write_results_into_inputs(g)
+    rewrite_host_graph(g, constants)
     return torch.fx.GraphModule(torch.nn.Module(), g), attrs
 
 

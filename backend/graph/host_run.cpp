@@ -119,6 +119,16 @@ void install_host_block_cache() {
   (void)installed;
 }
 
+// A tensor on `storage` with `like`'s dtype, sizes, strides and offset, built directly: at::empty
+// and set_ dispatch twice per tensor, and a graph's run makes one per input, output and value.
+at::Tensor on_storage(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
+                                                          c10::DispatchKeySet(key), like.dtype());
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                 like.storage_offset());
+  return t;
+}
+
 // Device memory has a CPU storage here; its device tensors keep that storage alive.
 void drop_storage_ref(void* impl) {
   c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(impl));
@@ -140,9 +150,7 @@ HostAllocScope::~HostAllocScope() {
 }
 
 at::Tensor HostRun::alias(const Entry& e, const at::Tensor& t) const {
-  at::Tensor out = at::empty({0}, t.options().device(e.device.device()));
-  out.set_(e.device, t.storage_offset(), t.sizes(), t.strides());
-  return out;
+  return on_storage(e.device, c10::DispatchKey::PrivateUse1, t);
 }
 
 at::Tensor HostRun::view(const at::Tensor& t) {
@@ -156,15 +164,10 @@ at::Tensor HostRun::view(const at::Tensor& t) {
     c10::Storage cpu(c10::Storage::use_byte_size_t(), s.nbytes(),
                      c10::DataPtr(base, c10::Device(c10::kCPU)), nullptr, false);
     Entry e{s, cpu};
-    if (base == nullptr) {
-      at::Tensor v = at::empty({0}, t.options().device(c10::kCPU));
-      return v.set_(cpu, t.storage_offset(), t.sizes(), t.strides());
-    }
+    if (base == nullptr) return on_storage(std::move(cpu), c10::DispatchKey::CPU, t);
     it = by_base_.emplace(base, std::move(e)).first;
   }
-  at::Tensor v = at::empty({0}, t.options().device(c10::kCPU));
-  v.set_(it->second.cpu, t.storage_offset(), t.sizes(), t.strides());
-  return v;
+  return on_storage(it->second.cpu, c10::DispatchKey::CPU, t);
 }
 
 at::Tensor HostRun::to_device(const at::Tensor& t, c10::Device device) {

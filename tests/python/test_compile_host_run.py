@@ -5,6 +5,8 @@ still counted (the op observer is off during the run) and still seen by the prof
 
 from __future__ import annotations
 
+import copy
+
 import neuronsim
 import pytest
 import torch
@@ -160,3 +162,24 @@ def test_in_place_update_waits_for_readers_of_the_old_value(read_between):
     got = run(g)
     for w, x in zip(want, got, strict=True):
         assert (w is None and x is None) or torch.equal(w, x)
+
+
+def test_layer_norm_backward_is_the_cpu_kernel_on_the_host(host_graphs):
+    """dx and dw of a layer norm come from native_layer_norm_backward; dy * x_hat, which only
+    the fused programs then read, is memory of its layout (no host pass computes it)."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(
+        torch.nn.Linear(64, 128), torch.nn.LayerNorm(128), torch.nn.Linear(128, 8)
+    )
+    x = torch.randn(4, 32, 64, requires_grad=True)
+    m(x).square().mean().backward()
+    want = [x.grad] + [p.grad for p in m.parameters()]
+    md = copy.deepcopy(m).to("neuron")  # .to() moves a module's parameters and grads in place
+    md.zero_grad(set_to_none=True)
+    xd = x.detach().to("neuron").requires_grad_()
+    torch.compile(md)(xd).square().mean().backward()
+    for w, g in zip(want, [xd.grad] + [p.grad for p in md.parameters()], strict=True):
+        assert_close(g.cpu(), w, rtol=1e-4, atol=1e-5)
+    targets = _targets(host_graphs)
+    assert torch.ops.aten.native_layer_norm_backward.default in targets
+    assert torch.ops.aten.empty_strided.default in targets

@@ -8,6 +8,13 @@ decomposed graph.
   results (the backward of ``q, k, v = qkv``, three selects): per part a fill and a pass over the
   stacked shape, plus the adds. When the parts cover every index of d once, that sum is
   ``stack(g, d)``.
+- Layer norm backward: ``native_layer_norm_backward`` decomposes into a dozen elementwise ops and
+  reductions over the activations (x - mean, its product with rstd, dy * w, two row sums, ...);
+  over the last dim, its CPU kernel computes dx (and dw, when the graph sums dy * x_hat) in one.
+- Layout-only values: a value only the fused programs read (its node's one reader is the
+  output's tuple of program values) needs memory of its layout, not its contents: in fast mode
+  the programs only time it. Its computation goes (after the layer norm rewrite, dy * x_hat
+  when the graph's dw comes from the CPU kernel).
 - Foreach lerp: ``_foreach_lerp`` (AdamW's first moment) decomposes into ``_foreach_sub``, a
   ``full_like`` weight per tensor and ``_foreach_addcmul``; one ``_foreach_lerp`` (eager mode's
   kernel) computes it.
@@ -25,6 +32,7 @@ import operator
 
 import torch
 import torch.fx
+import torch.utils._pytree as pytree
 
 aten = torch.ops.aten
 
@@ -126,6 +134,148 @@ def stack_selects(g: torch.fx.Graph, constants: dict) -> int:
             s = g.call_function(aten.stack.default, ([by_index[i] for i in range(size)], d))
         s.meta = dict(n.meta)
         n.replace_all_uses_with(s)
+        _erase_dead(g, [n])
+        rewritten += 1
+    return rewritten
+
+
+def _is(n, target) -> bool:
+    return isinstance(n, torch.fx.Node) and n.target is target and not n.kwargs
+
+
+def _mul_operands(n, first_is):
+    """(a, b) when n is mul.Tensor(a, b) or mul.Tensor(b, a) and first_is(a)."""
+    if not _is(n, aten.mul.Tensor) or len(n.args) != 2:
+        return None
+    a, b = n.args
+    if first_is(a):
+        return a, b
+    if first_is(b):
+        return b, a
+    return None
+
+
+def _row_sum_of(n, last: int):
+    """x when n is sum(x, [last dim], keepdim=True)."""
+    if not _is(n, aten.sum.dim_IntList) or len(n.args) != 3 or n.args[2] is not True:
+        return None
+    dims = n.args[1]
+    return n.args[0] if len(dims) == 1 and dims[0] in (-1, last) else None
+
+
+def _layer_norm_dx(n):
+    """(dy, x, mean, rstd, w, x_hat, N) when node n is the decomposed layer norm backward's dx
+    over the last dim: rstd / N * ((dy * w) * N - rowsum(dy * w) - x_hat * rowsum(dy * w *
+    x_hat)), x_hat = (x - mean) * rstd."""
+    out = _val(n)
+    if out is None or out.dim() < 2:
+        return None
+    last = out.dim() - 1
+    m = _mul_operands(n, lambda a: _is(a, aten.div.Tensor))
+    if m is None or not _is(m[1], aten.sub.Tensor):
+        return None
+    (div, sub2), size = m, out.shape[-1]
+    rstd = div.args[0]
+    if div.args[1] != size:
+        return None
+    sub1, mul4 = sub2.args
+    if not _is(sub1, aten.sub.Tensor):
+        return None
+    mul2, sum3 = sub1.args
+    if not _is(mul2, aten.mul.Tensor) or mul2.args[1] != size:
+        return None
+    dyw = mul2.args[0]
+    if _row_sum_of(sum3, last) is not dyw:
+        return None
+    m4 = _mul_operands(mul4, lambda a: _row_sum_of(a, last) is not None)
+    if m4 is None:
+        return None
+    sum4, x_hat = m4
+    m3 = _mul_operands(_row_sum_of(sum4, last), lambda a: a is dyw)
+    if m3 is None or m3[1] is not x_hat:
+        return None
+    mh = _mul_operands(x_hat, lambda a: _is(a, aten.sub.Tensor))
+    if mh is None or mh[1] is not rstd:
+        return None
+    x, mean = mh[0].args
+    mw = _mul_operands(dyw, lambda a: _val(a) is not None and tuple(_val(a).shape) == (size,))
+    if mw is None:
+        return None
+    w, dy = mw
+    vals = [_val(t) for t in (dy, x, mean, rstd)]
+    if any(v is None for v in vals) or vals[0].shape != out.shape or vals[1].shape != out.shape:
+        return None
+    if any(v.shape != (*out.shape[:-1], 1) for v in vals[2:]):
+        return None
+    if any(v.dtype != out.dtype for v in vals) or _val(w).dtype != out.dtype:
+        return None
+    return dy, x, mean, rstd, w, x_hat, size
+
+
+def layer_norm_backward(g: torch.fx.Graph) -> int:
+    rewritten = 0
+    for n in list(g.nodes):
+        if n._erased or not _is(n, aten.mul.Tensor):
+            continue
+        found = _layer_norm_dx(n)
+        if found is None:
+            continue
+        dy, x, mean, rstd, w, x_hat, size = found
+        # dw: the sum over the leading dims of dy * x_hat, when the graph computes it.
+        lead = list(range(_val(n).dim() - 1))
+        dw = None
+        for u in x_hat.users:
+            pair = _mul_operands(u, lambda a, dy=dy: a is dy)
+            if pair is None or pair[1] is not x_hat:
+                continue
+            for s in u.users:
+                if _is(s, aten.sum.dim_IntList) and list(s.args[1]) == lead and len(s.args) == 2:
+                    dw = s
+        with g.inserting_before(n):
+            mask = [True, dw is not None, False]
+            b = g.call_function(
+                aten.native_layer_norm_backward.default,
+                (dy, x, [size], mean, rstd, w, None, mask),
+            )
+            dx = g.call_function(operator.getitem, (b, 0))
+            if dw is not None:
+                grad_w = g.call_function(operator.getitem, (b, 1))
+        dx.meta = dict(n.meta)
+        n.replace_all_uses_with(dx)
+        dead = [n]
+        if dw is not None:
+            grad_w.meta = dict(dw.meta)
+            dw.replace_all_uses_with(grad_w)
+            dead.append(dw)
+        _erase_dead(g, dead)
+        rewritten += 1
+    return rewritten
+
+
+def layout_only_values(g: torch.fx.Graph) -> int:
+    output = next(n for n in reversed(g.nodes) if n.op == "output")
+    outs, values = output.args[0]
+    returned = {x for x in pytree.tree_leaves(outs) if isinstance(x, torch.fx.Node)}
+    rewritten = 0
+    for n in values:
+        v = _val(n)
+        if (
+            n in returned
+            or v is None
+            or n.op != "call_function"
+            or set(n.users) != {output}
+            or n.is_impure()
+            or _creates_alias(n)
+        ):
+            continue
+        with g.inserting_before(n):
+            e = g.call_function(
+                aten.empty_strided.default,
+                (list(v.shape), list(v.stride())),
+                {"dtype": v.dtype, "device": torch.device("cpu")},
+            )
+        e.meta = dict(n.meta)
+        n.replace_all_uses_with(e)
         _erase_dead(g, [n])
         rewritten += 1
     return rewritten
@@ -311,4 +461,6 @@ def foreach_in_place(g: torch.fx.Graph) -> int:
 def rewrite_host_graph(g: torch.fx.Graph, constants: dict) -> int:
     """All rewrites, in place; `constants` maps the nodes of the graph's constants to their
     tensors. Returns how many applied."""
-    return stack_selects(g, constants) + foreach_lerp(g) + foreach_in_place(g)
+    n = stack_selects(g, constants) + layer_norm_backward(g)
+    n += foreach_lerp(g) + foreach_in_place(g)
+    return n + layout_only_values(g)  # last: the others leave values only the programs read

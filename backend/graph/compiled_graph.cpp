@@ -143,7 +143,10 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
     });
     program = &spliced;
   }
-  kernels::graph::relocate(*program, address);
+  {
+    sim::HostStageScope stage(sim::HostStage::kBuild);  // relocation: the program's addresses
+    kernels::graph::relocate(*program, address);
+  }
   const std::string scope_name =
       cg_.segments.size() == 1 ? cg_.name : fmt::format("{} (segment {})", cg_.name, segment);
   program->program.name = scope_name;

@@ -183,3 +183,28 @@ def test_layer_norm_backward_is_the_cpu_kernel_on_the_host(host_graphs):
     targets = _targets(host_graphs)
     assert torch.ops.aten.native_layer_norm_backward.default in targets
     assert torch.ops.aten.empty_strided.default in targets
+
+
+def test_common_subexpressions_run_once_but_outputs_stay_distinct():
+    from neuronsim.compiler.host_rewrites import common_subexpressions
+
+    aten = torch.ops.aten
+
+    def graph(mutate):
+        g = torch.fx.Graph()
+        x = g.placeholder("x")
+        a = g.call_function(aten.clone.default, (x,))
+        b = g.call_function(aten.clone.default, (x,))  # a's twin, read by the programs only
+        c = g.call_function(aten.mul.Tensor, (a, 2.0))
+        d = g.call_function(aten.mul.Tensor, (b, 2.0))  # an output, as is c
+        if mutate:
+            g.call_function(aten.add_.Tensor, (x, 1.0))
+        g.output(((c, d), (a, b)))
+        return g
+
+    g = graph(False)
+    assert common_subexpressions(g) == 1  # b merges into a; c and d are outputs
+    x = torch.randn(4)
+    (c, d), (a, b) = torch.fx.GraphModule(torch.nn.Module(), g)(x)
+    assert a is b and c is not d and torch.equal(c, d) and torch.equal(c, x * 2)
+    assert common_subexpressions(graph(True)) == 0

@@ -15,6 +15,9 @@ decomposed graph.
   output's tuple of program values) needs memory of its layout, not its contents: in fast mode
   the programs only time it. Its computation goes (after the layer norm rewrite, dy * x_hat
   when the graph's dw comes from the CPU kernel).
+- Common subexpressions: the attention backward copies the same expanded q and dO twice (one
+  contiguous copy per bmm that reads it); in a graph that mutates nothing, an op repeated with
+  the same arguments runs once.
 - Foreach lerp: ``_foreach_lerp`` (AdamW's first moment) decomposes into ``_foreach_sub``, a
   ``full_like`` weight per tensor and ``_foreach_addcmul``; one ``_foreach_lerp`` (eager mode's
   kernel) computes it.
@@ -281,6 +284,40 @@ def layout_only_values(g: torch.fx.Graph) -> int:
     return rewritten
 
 
+def _hashable(x):
+    if isinstance(x, list | tuple):
+        return tuple(_hashable(y) for y in x)
+    if isinstance(x, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in x.items()))
+    hash(x)  # raises for anything else unhashable
+    return (type(x), x) if isinstance(x, float | int | bool) else x
+
+
+def common_subexpressions(g: torch.fx.Graph) -> int:
+    calls = [n for n in g.nodes if n.op == "call_function"]
+    if any(n.is_impure() for n in calls):
+        return 0  # a mutation between two reads would make them differ
+    # Outputs stay distinct tensors (the caller may write one of them).
+    output = next(n for n in reversed(g.nodes) if n.op == "output")
+    returned = {x for x in pytree.tree_leaves(output.args[0][0]) if isinstance(x, torch.fx.Node)}
+    seen: dict = {}
+    rewritten = 0
+    for n in calls:
+        t = n.target
+        if not isinstance(t, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded in t.tags:
+            continue
+        try:
+            key = (t, _hashable(n.args), _hashable(n.kwargs))
+        except TypeError:
+            continue
+        first = seen.setdefault(key, n)
+        if first is not n and n not in returned and first not in returned:
+            n.replace_all_uses_with(first)
+            g.erase_node(n)
+            rewritten += 1
+    return rewritten
+
+
 def _getitems_of(nodes, source) -> bool:
     return all(
         isinstance(x, torch.fx.Node)
@@ -461,6 +498,6 @@ def foreach_in_place(g: torch.fx.Graph) -> int:
 def rewrite_host_graph(g: torch.fx.Graph, constants: dict) -> int:
     """All rewrites, in place; `constants` maps the nodes of the graph's constants to their
     tensors. Returns how many applied."""
-    n = stack_selects(g, constants) + layer_norm_backward(g)
+    n = stack_selects(g, constants) + layer_norm_backward(g) + common_subexpressions(g)
     n += foreach_lerp(g) + foreach_in_place(g)
     return n + layout_only_values(g)  # last: the others leave values only the programs read

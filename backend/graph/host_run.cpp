@@ -31,12 +31,19 @@ class HostBlockCache final : public c10::Allocator {
   c10::DataPtr allocate(size_t n) override {
     if (t_host_alloc_depth == 0 || n < kMinBytes) return base_->allocate(n);
     if (t_device_memory) {
-      // The device allocator's pointers are their own contexts (device_allocator.cpp).
-      void* p = c10::GetAllocator(c10::DeviceType::PrivateUse1)->allocate(n).release_context();
-      if (p == nullptr) return base_->allocate(n);
-      std::lock_guard<std::mutex> lock(mutex_);
-      live_[p] = Block{n, true};
-      return {p, p, &release, c10::Device(c10::kCPU)};
+      // The device allocator's pointers are their own contexts (device_allocator.cpp). When
+      // device memory runs out, host memory serves (the results are then copied, as before).
+      void* p = nullptr;
+      try {
+        p = c10::GetAllocator(c10::DeviceType::PrivateUse1)->allocate(n).release_context();
+      } catch (const c10::OutOfMemoryError&) {
+        p = nullptr;
+      }
+      if (p != nullptr) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_[p] = Block{n, true};
+        return {p, p, &release, c10::Device(c10::kCPU)};
+      }
     }
     const size_t size = (n + kGranule - 1) / kGranule * kGranule;
     void* p = nullptr;

@@ -208,3 +208,27 @@ def test_common_subexpressions_run_once_but_outputs_stay_distinct():
     (c, d), (a, b) = torch.fx.GraphModule(torch.nn.Module(), g)(x)
     assert a is b and c is not d and torch.equal(c, d) and torch.equal(c, x * 2)
     assert common_subexpressions(graph(True)) == 0
+
+
+_FULL_HBM = """
+    import torch, neuronsim
+    MiB = 1 << 20
+    f = torch.compile(lambda x: (x.exp() * 2).sum(0))
+    x = torch.rand(8 * MiB // 4 // 64, 64)
+    xd = x.to("neuron")
+    f(xd)  # compiles while there is room
+    torch.neuron.empty_cache()  # the first run's intermediates are cached blocks
+    free = torch.neuron.mem_get_info()[0]
+    filler = torch.empty(free - 12 * MiB, dtype=torch.uint8, device="neuron")  # 12 MiB left
+    got = f(xd).cpu()  # exp and its product: 16 MiB of intermediates
+    torch.testing.assert_close(got, (x.exp() * 2).sum(0))
+    assert torch.neuron.memory_stats()["num_ooms"] >= 1  # the host run hit the limit
+    print("ok")
+"""
+
+
+def test_host_run_falls_back_to_host_memory_when_the_device_is_full():
+    from conftest import run_python
+
+    r = run_python(_FULL_HBM, {"NEURON_SIM_SET": "hbm.capacity_gib=1"})
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stderr[-2000:]

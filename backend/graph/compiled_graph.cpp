@@ -15,6 +15,7 @@
 #include "aten/native_boxed.h"
 #include "aten/op_scope.h"
 #include "neuronsim/runtime/trace_session.h"
+#include "neuronsim/sim/host_profile.h"
 #include "profiler/activity_recorder.h"
 
 namespace neuronsim::backend {
@@ -66,6 +67,7 @@ bool CompiledGraphRun::written_here(int segment, int value) const {
 }
 
 void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensors) {
+  sim::HostStageScope dispatch_stage(sim::HostStage::kDispatch);
   auto& seg = cg_.segments.at(static_cast<size_t>(segment));
   const auto& g = cg_.lowered.graph;
   TORCH_CHECK(tensors.size() == seg.values.size(), "neuronsim: compiled graph ", cg_.name,
@@ -141,7 +143,10 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
     });
     program = &spliced;
   }
-  kernels::graph::relocate(*program, address);
+  {
+    sim::HostStageScope stage(sim::HostStage::kBuild);  // relocation: the program's addresses
+    kernels::graph::relocate(*program, address);
+  }
   const std::string scope_name =
       cg_.segments.size() == 1 ? cg_.name : fmt::format("{} (segment {})", cg_.name, segment);
   program->program.name = scope_name;
@@ -179,8 +184,13 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
     const sim::SimTime h0 = r.host_time();
     r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
     const bool validated = seg.prelinked && validated_[static_cast<size_t>(segment)];
-    const device::RunResult res = r.launch(dev, stream, program->program, functional, validated);
+    device::RunResult res;
+    {
+      sim::HostStageScope stage(sim::HostStage::kLaunch);
+      res = r.launch(dev, stream, program->program, functional, validated);
+    }
     if (seg.prelinked) validated_[static_cast<size_t>(segment)] = true;
+    sim::HostStageScope stage(sim::HostStage::kTrace);
     if (runtime::TraceSession* trace = runtime::TraceSession::active()) {
       trace->host("launch " + scope_name, "launch", h0, r.host_time());
       for (const auto& c : res.cores) trace->kernel(c.core, c.start, c.end);

@@ -9,12 +9,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "accelerator/context.h"
 #include "aten/device_tensor.h"
 
 namespace neuronsim::backend {
 namespace {
 
 thread_local int t_host_alloc_depth = 0;
+thread_local bool t_device_memory = false;  // the innermost scope allocates device memory
 
 class HostBlockCache final : public c10::Allocator {
  public:
@@ -28,6 +30,21 @@ class HostBlockCache final : public c10::Allocator {
   // a block's size in live_, and frees anything else as the default CPU allocator does.
   c10::DataPtr allocate(size_t n) override {
     if (t_host_alloc_depth == 0 || n < kMinBytes) return base_->allocate(n);
+    if (t_device_memory) {
+      // The device allocator's pointers are their own contexts (device_allocator.cpp). When
+      // device memory runs out, host memory serves (the results are then copied, as before).
+      void* p = nullptr;
+      try {
+        p = c10::GetAllocator(c10::DeviceType::PrivateUse1)->allocate(n).release_context();
+      } catch (const c10::OutOfMemoryError&) {
+        p = nullptr;
+      }
+      if (p != nullptr) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_[p] = Block{n, true};
+        return {p, p, &release, c10::Device(c10::kCPU)};
+      }
+    }
     const size_t size = (n + kGranule - 1) / kGranule * kGranule;
     void* p = nullptr;
     {
@@ -42,9 +59,17 @@ class HostBlockCache final : public c10::Allocator {
     if (p == nullptr) p = c10::alloc_cpu(size);
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      live_[p] = size;
+      live_[p] = Block{size, false};
     }
     return {p, p, &release, c10::Device(c10::kCPU)};
+  }
+
+  /// Whether `p` is device memory this cache handed out as CPU memory.
+  static bool device_memory(const void* p) {
+    if (instance_ == nullptr) return false;
+    std::lock_guard<std::mutex> lock(instance_->mutex_);
+    auto it = instance_->live_.find(const_cast<void*>(p));
+    return it != instance_->live_.end() && it->second.device;
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
@@ -54,29 +79,40 @@ class HostBlockCache final : public c10::Allocator {
   }
 
  private:
+  struct Block {
+    size_t size;
+    bool device;
+  };
+
   static void release(void* p) {
     HostBlockCache& c = *instance_;
+    bool device = false;
     {
       std::lock_guard<std::mutex> lock(c.mutex_);
       auto it = c.live_.find(p);
       if (it != c.live_.end()) {
-        const size_t size = it->second;
+        const Block b = it->second;
         c.live_.erase(it);
-        if (c.cached_ + size <= kMaxCached) {
-          c.free_[size].push_back(p);
-          c.cached_ += size;
+        device = b.device;
+        if (!device && c.cached_ + b.size <= kMaxCached) {
+          c.free_[b.size].push_back(p);
+          c.cached_ += b.size;
           return;
         }
       }
     }
-    c10::free_cpu(p);
+    if (device) {
+      free_device_memory(p);  // outside the cache's lock: it takes the runtime's
+    } else {
+      c10::free_cpu(p);
+    }
   }
 
   static inline HostBlockCache* instance_ = nullptr;
   c10::Allocator* base_;
   std::mutex mutex_;
   std::unordered_map<size_t, std::vector<void*>> free_;
-  std::unordered_map<void*, size_t> live_;
+  std::unordered_map<void*, Block> live_;
   size_t cached_ = 0;
 };
 
@@ -90,21 +126,38 @@ void install_host_block_cache() {
   (void)installed;
 }
 
+// A tensor on `storage` with `like`'s dtype, sizes, strides and offset, built directly: at::empty
+// and set_ dispatch twice per tensor, and a graph's run makes one per input, output and value.
+at::Tensor on_storage(c10::Storage storage, c10::DispatchKey key, const at::Tensor& like) {
+  at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
+                                                          c10::DispatchKeySet(key), like.dtype());
+  t.unsafeGetTensorImpl()->set_sizes_and_strides(like.sizes(), like.strides(),
+                                                 like.storage_offset());
+  return t;
+}
+
+// Device memory has a CPU storage here; its device tensors keep that storage alive.
+void drop_storage_ref(void* impl) {
+  c10::raw::intrusive_ptr::decref(static_cast<c10::StorageImpl*>(impl));
+}
+
 }  // namespace
 
-HostAllocScope::HostAllocScope() {
+HostAllocScope::HostAllocScope(std::optional<c10::Device> device)
+    : outer_device_memory_(t_device_memory) {
   install_host_block_cache();
   ++t_host_alloc_depth;
+  // The device allocator serves the current device.
+  t_device_memory = device && device->is_privateuseone() && device->index() == current_device();
 }
 
 HostAllocScope::~HostAllocScope() {
   --t_host_alloc_depth;
+  t_device_memory = outer_device_memory_;
 }
 
 at::Tensor HostRun::alias(const Entry& e, const at::Tensor& t) const {
-  at::Tensor out = at::empty({0}, t.options().device(e.device.device()));
-  out.set_(e.device, t.storage_offset(), t.sizes(), t.strides());
-  return out;
+  return on_storage(e.device, c10::DispatchKey::PrivateUse1, t);
 }
 
 at::Tensor HostRun::view(const at::Tensor& t) {
@@ -118,15 +171,10 @@ at::Tensor HostRun::view(const at::Tensor& t) {
     c10::Storage cpu(c10::Storage::use_byte_size_t(), s.nbytes(),
                      c10::DataPtr(base, c10::Device(c10::kCPU)), nullptr, false);
     Entry e{s, cpu};
-    if (base == nullptr) {
-      at::Tensor v = at::empty({0}, t.options().device(c10::kCPU));
-      return v.set_(cpu, t.storage_offset(), t.sizes(), t.strides());
-    }
+    if (base == nullptr) return on_storage(std::move(cpu), c10::DispatchKey::CPU, t);
     it = by_base_.emplace(base, std::move(e)).first;
   }
-  at::Tensor v = at::empty({0}, t.options().device(c10::kCPU));
-  v.set_(it->second.cpu, t.storage_offset(), t.sizes(), t.strides());
-  return v;
+  return on_storage(it->second.cpu, c10::DispatchKey::CPU, t);
 }
 
 at::Tensor HostRun::to_device(const at::Tensor& t, c10::Device device) {
@@ -138,12 +186,26 @@ at::Tensor HostRun::to_device(const at::Tensor& t, c10::Device device) {
   }
   auto it = by_base_.find(base);
   if (it == by_base_.end()) {
-    at::Tensor bytes = at::empty({static_cast<int64_t>(s.nbytes())},
-                                 at::TensorOptions().dtype(at::kByte).device(device));
-    std::memcpy(bytes.data_ptr(), base, s.nbytes());
-    it = by_base_.emplace(base, Entry{bytes.storage(), s}).first;
+    c10::Storage dev = adopt(s, device);
+    if (!dev) {
+      at::Tensor bytes = at::empty({static_cast<int64_t>(s.nbytes())},
+                                   at::TensorOptions().dtype(at::kByte).device(device));
+      std::memcpy(bytes.data_ptr(), base, s.nbytes());
+      dev = bytes.storage();
+    }
+    it = by_base_.emplace(base, Entry{std::move(dev), s}).first;
   }
   return alias(it->second, t);
+}
+
+c10::Storage HostRun::adopt(const c10::Storage& s, c10::Device device) {
+  void* base = const_cast<void*>(s.data());
+  if (device.index() != current_device() || !HostBlockCache::device_memory(base)) return {};
+  c10::StorageImpl* impl = s.unsafeGetStorageImpl();
+  c10::raw::intrusive_ptr::incref(impl);
+  return c10::Storage(c10::Storage::use_byte_size_t(), s.nbytes(),
+                      c10::DataPtr(base, impl, &drop_storage_ref, device),
+                      c10::GetAllocator(c10::DeviceType::PrivateUse1), /*resizable=*/true);
 }
 
 at::Tensor HostRun::program_value(const at::Tensor& t, c10::Device device) {
@@ -151,6 +213,11 @@ at::Tensor HostRun::program_value(const at::Tensor& t, c10::Device device) {
   const void* base = t.storage().data();
   auto it = by_base_.find(base);
   if (base != nullptr && it != by_base_.end()) return alias(it->second, t);
+  if (base != nullptr) {
+    if (c10::Storage dev = adopt(t.storage(), device)) {
+      return alias(by_base_.emplace(base, Entry{std::move(dev), t.storage()}).first->second, t);
+    }
+  }
   return at::empty_strided(t.sizes(), t.strides(), t.options().device(device));
 }
 

@@ -14,6 +14,7 @@
 #include "graph/compiled_graph.h"
 #include "graph/graph_capture.h"
 #include "graph/host_run.h"
+#include "neuronsim/sim/host_profile.h"
 
 namespace py = pybind11;
 
@@ -169,6 +170,7 @@ void register_graph_bindings(py::module_& m) {
       .def(py::init<>())
       .def("views",
            [](HostRun& h, const py::list& xs) {
+             sim::HostStageScope stage(sim::HostStage::kDispatch);
              py::list out;
              for (const auto& x : xs) {
                if (THPVariable_Check(x.ptr())) {
@@ -182,6 +184,7 @@ void register_graph_bindings(py::module_& m) {
            })
       .def("to_device", [](HostRun& h, const py::sequence& xs, const std::vector<bool>& on_device,
                            bool program_values) {
+        sim::HostStageScope stage(sim::HostStage::kDispatch);
         TORCH_CHECK(xs.size() == on_device.size(), "neuronsim: ", xs.size(), " values, ",
                     on_device.size(), " flags");
         const c10::Device device =
@@ -198,14 +201,33 @@ void register_graph_bindings(py::module_& m) {
         }
         return out;
       });
-  // HostAllocScope as a context manager: `with _C._HostAllocScope(): ...`.
-  struct PyHostAllocScope {
-    std::optional<HostAllocScope> scope;
+  // A graph's host run as a context manager: `with _C._HostRunScope(h): ...`. Large allocations
+  // come from the device memory of `h`'s device (HostAllocScope). RecordFunction is off, unless
+  // thread-local callbacks (the profiler's) want to see the ops: the op observer would box every
+  // CPU op's inputs only to ignore them, and HostRun.run counts the graph's ops itself.
+  struct PyHostRunScope {
+    std::optional<c10::Device> device;
+    std::unique_ptr<HostAllocScope> alloc;
+    std::unique_ptr<at::RecordFunctionGuard> record;
+    std::unique_ptr<sim::HostStageScope> stage;  // the host values (NEURONSIM_HOST_PROFILE)
   };
-  py::class_<PyHostAllocScope>(m, "_HostAllocScope")
-      .def(py::init<>())
-      .def("__enter__", [](PyHostAllocScope& s) { s.scope.emplace(); })
-      .def("__exit__", [](PyHostAllocScope& s, const py::args&) { s.scope.reset(); });
+  py::class_<PyHostRunScope>(m, "_HostRunScope")
+      .def(py::init([](const HostRun& h) {
+        return PyHostRunScope{h.device(), {}, {}, {}};
+      }))
+      .def("__enter__",
+           [](PyHostRunScope& s) {
+             s.stage = std::make_unique<sim::HostStageScope>(sim::HostStage::kHostValues);
+             s.alloc = std::make_unique<HostAllocScope>(s.device);
+             if (!at::hasThreadLocalCallbacks()) {
+               s.record = std::make_unique<at::RecordFunctionGuard>(false);
+             }
+           })
+      .def("__exit__", [](PyHostRunScope& s, const py::args&) {
+        s.record.reset();
+        s.alloc.reset();
+        s.stage.reset();
+      });
   // Op tracking for nodes a compiled graph computed on the host (op_tracking.h): ids once per
   // graph, counts per run.
   m.def("_op_ids", [](const std::vector<std::string>& names) {

@@ -3,10 +3,11 @@ segment runs the fused programs for the time (ISA mode: for the values too).
 
 Fast mode, a graph that is one launch of fused programs (no eager or host nodes, no 64-bit
 device values): one host call computes the values. The graph runs as plain CPU ATen ops on
-zero-copy CPU views of its device inputs, with no per-node device dispatch and no device
-allocation or copy per intermediate; its device outputs then move into device memory (outputs
-that alias inputs stay views of them) and the launch runs. Input mutations write device memory
-through the views.
+zero-copy CPU views of its device inputs, with no per-node device dispatch; its large tensors
+are allocated in device memory, so its device outputs become device tensors with no copy
+(outputs that alias inputs stay views of them), and the launch runs. Input mutations write
+device memory through the views. RecordFunction is off during the run unless the profiler
+listens: the op observer would only box each CPU op's inputs to ignore them.
 
 Otherwise (ISA mode, NEURONSIM_COMPILE_VERIFY, eager or host nodes) the graph is rewritten once
 per compiled variant: each ATen op runs on the device tensors (host values on CPU views, as in
@@ -24,6 +25,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from neuronsim import _C
+from neuronsim.compiler.host_rewrites import rewrite_host_graph
 
 _OFF, _FUSED, _EAGER = 0, 1, 2
 _VERIFY = bool(os.environ.get("NEURONSIM_COMPILE_VERIFY"))
@@ -228,7 +230,8 @@ def write_results_into_inputs(g: torch.fx.Graph) -> int:
 
 def build_host_module(gm: torch.fx.GraphModule, values: list) -> tuple:
     """A copy of `gm` for CPU tensors: module attributes become trailing arguments, factory
-    ops' neuron devices become the CPU, and it returns (outputs, `values`' tensors)."""
+    ops' neuron devices become the CPU, it returns (outputs, `values`' tensors), and the host
+    rewrites (host_rewrites.py) apply."""
     cpu = torch.device("cpu")
 
     def to_cpu(x):
@@ -240,6 +243,7 @@ def build_host_module(gm: torch.fx.GraphModule, values: list) -> tuple:
     g.output((out, tuple(env[v] for v in values)))
     placeholders = [n for n in g.nodes if n.op == "placeholder"]
     attrs = []
+    constants = {}  # attribute placeholder -> its tensor
     for n in list(g.nodes):
         if n.op == "get_attr":
             where = (
@@ -253,11 +257,13 @@ def build_host_module(gm: torch.fx.GraphModule, values: list) -> tuple:
             placeholders.append(p)
             n.replace_all_uses_with(p)
             attrs.append(n.target)
+            constants[p] = operator.attrgetter(n.target)(gm)
             g.erase_node(n)
         elif n.op == "call_function":
             n.args = tuple(to_cpu(a) for a in n.args)
             n.kwargs = {k: to_cpu(v) for k, v in n.kwargs.items()}
     write_results_into_inputs(g)
+    rewrite_host_graph(g, constants)
     return torch.fx.GraphModule(torch.nn.Module(), g), attrs
 
 
@@ -287,8 +293,9 @@ class HostRun:
         h = _C._HostRun()
         inputs = list(args)
         inputs += [operator.attrgetter(a)(self.gm) for a in self.attrs]
-        with _C._HostAllocScope():
-            outs, values = self.module(*h.views(inputs))
+        views = h.views(inputs)  # first: they tell the scope the device
+        with _C._HostRunScope(h):
+            outs, values = self.module(*views)
         outs = h.to_device(outs, self.out_device, False)
         self.handle.launch(0, h.to_device(values, self.value_device, True))
         _C._track_ops(self.op_ids)

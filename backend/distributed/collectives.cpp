@@ -46,7 +46,24 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>&
     return gloo->allreduce(v, o);
   };
   p.after_gloo = [view, op, n]() { finish_reduction(view, op, n); };
-  if (size_ == 2 && nbytes(view) > layout_.inline_bytes && nbytes(view) <= kPostedAllReduceMax) {
+  const int64_t bytes = nbytes(view);
+  if (size_ == 2 && bytes > layout_.inline_bytes &&
+      bytes <= kFullExchangeSlots * layout_.inline_bytes) {
+    // Two ranks, data of a few slots: each rank posts the other its whole tensor and reduces
+    // both in rank order (the same result on both). One message each way, where the
+    // reduce-scatter + all-gather below waits on the peer twice; each rank reduces the whole
+    // tensor, which costs more than that second wait only for larger data.
+    const int64_t me = rank_;
+    p.from_slots = nullptr;
+    p.land_always = true;
+    p.scratch_bytes = bytes;
+    p.landing = [bytes](int, uint8_t* scratch) { return Landing{scratch, bytes}; };
+    p.landed = [view, op, me](uint8_t* scratch, PostedData&, int) {
+      // The tensor has been sent (every posted message completed): it may take the result.
+      const at::Tensor other = at::from_blob(scratch, {view.numel()}, view.options());
+      reduce_two(me == 0 ? view : other, me == 0 ? other : view, op, view);
+    };
+  } else if (size_ == 2 && bytes > layout_.inline_bytes && bytes <= kPostedAllReduceMax) {
     // Two ranks, data larger than a slot: each rank posts the other the half it reduces
     // (reduce-scatter), reduces its own half and sends it back (all-gather), the bytes and
     // reduction work of Gloo's ring. Each half is reduced once, so both ranks get the same result.

@@ -257,17 +257,17 @@ for n in SIZES:
     fc.wait_tensor(cg[0])
     same(f"functional all_gather_coalesced {n}", fc.wait_tensor(cg[1]), torch.cat(w2))
 
-# An odd element count above the inline threshold: on 2 ranks the halves each rank reduces
-# differ by one element.
-for name in ("SUM", "AVG", "MAX"):
-    x = data((33333,), torch.float32, 80)
+# Odd element counts above the inline threshold: on 2 ranks a full exchange (up to 4 slots) and
+# the reduce-scatter + all-gather above it, whose halves differ by one element.
+for name, n in [(op, n) for n in (33333, 70001) for op in ("SUM", "AVG", "MAX")]:
+    x = data((n,), torch.float32, 80)
     t = x.to(dev)
     dist.all_reduce(t, op=getattr(dist.ReduceOp, name))
     want = x.clone()
     dist.all_reduce(want, op=dist.ReduceOp.MAX if name == "MAX" else dist.ReduceOp.SUM)
     if name == "AVG":
         want /= world
-    same(f"all_reduce odd size {name}", t, want, 1e-6)
+    same(f"all_reduce odd size {n} {name}", t, want, 1e-6)
 
 dist.barrier()
 dist.barrier(device_ids=None)

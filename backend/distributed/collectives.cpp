@@ -591,8 +591,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall_base(
     return Landing{(direct ? out_base : scratch) + recv_at[peer],
                    recv_at[peer + 1] - recv_at[peer]};
   };
-  p.landed = [out_base, recv_at, in_bytes, own_start, me, n, direct](uint8_t* scratch,
-                                                                     PostedData&, int) {
+  p.landed = [out_base, recv_at, in_bytes, own_start, me, n, direct](uint8_t* scratch, PostedData&,
+                                                                     int) {
     const int64_t len = recv_at[me + 1] - recv_at[me];
     if (len > 0) std::memmove(out_base + recv_at[me], in_bytes.data + own_start, len);
     for (int64_t r = 0; r < n && !direct; ++r) {

@@ -199,6 +199,13 @@ for n in SIZES:
         want = torch.empty(sum(recv), 3, dtype=dtype)
         dist.all_to_all_single(want, x.clone(), recv, send)
         same(f"all_to_all_single uneven {dtype} {n}", out, want)
+        # The same sizes again: parts beyond the slot now go right behind the header (sizes both
+        # ranks agreed on before), the small ones in the slot.
+        for k in range(2):
+            x = data((sum(send), 3), dtype, 32 + k)
+            dist.all_to_all_single(out, x.to(dev), recv, send)
+            dist.all_to_all_single(want, x.clone(), recv, send)
+            same(f"all_to_all_single uneven again {k} {dtype} {n}", out, want)
 
         # gather / scatter to and from rank 0
         x = data((n,), dtype, 40)

@@ -46,7 +46,24 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>&
     return gloo->allreduce(v, o);
   };
   p.after_gloo = [view, op, n]() { finish_reduction(view, op, n); };
-  if (size_ == 2 && nbytes(view) > layout_.inline_bytes && nbytes(view) <= kPostedAllReduceMax) {
+  const int64_t bytes = nbytes(view);
+  if (size_ == 2 && bytes > layout_.inline_bytes &&
+      bytes <= kFullExchangeSlots * layout_.inline_bytes) {
+    // Two ranks, data of a few slots: each rank posts the other its whole tensor and reduces
+    // both in rank order (the same result on both). One message each way, where the
+    // reduce-scatter + all-gather below waits on the peer twice; each rank reduces the whole
+    // tensor, which costs more than that second wait only for larger data.
+    const int64_t me = rank_;
+    p.from_slots = nullptr;
+    p.land_always = true;
+    p.scratch_bytes = bytes;
+    p.landing = [bytes](int, uint8_t* scratch) { return Landing{scratch, bytes}; };
+    p.landed = [view, op, me](uint8_t* scratch, PostedData&, int) {
+      // The tensor has been sent (every posted message completed): it may take the result.
+      const at::Tensor other = at::from_blob(scratch, {view.numel()}, view.options());
+      reduce_two(me == 0 ? view : other, me == 0 ? other : view, op, view);
+    };
+  } else if (size_ == 2 && bytes > layout_.inline_bytes && bytes <= kPostedAllReduceMax) {
     // Two ranks, data larger than a slot: each rank posts the other the half it reduces
     // (reduce-scatter), reduces its own half and sends it back (all-gather), the bytes and
     // reduction work of Gloo's ring. Each half is reduced once, so both ranks get the same result.
@@ -67,13 +84,13 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::allreduce(std::vector<at::Tensor>&
     p.scratch_bytes = my_len * es;
     p.landing = [my_len, es](int, uint8_t* scratch) { return Landing{scratch, my_len * es}; };
     p.landed = [view, op, base, es, me, peer, my_start, my_len, peer_start, peer_len](
-                   uint8_t* scratch, PostedData& next) {
+                   uint8_t* scratch, PostedData& next, int next_tag) {
       // This rank's half of the input has been sent: the peer's reduced half may land there.
-      next.post_recv(static_cast<int>(peer), base + peer_start * es, peer_len * es);
+      next.post_recv(static_cast<int>(peer), base + peer_start * es, peer_len * es, next_tag);
       const at::Tensor own = at::from_blob(base + my_start * es, {my_len}, view.options());
       const at::Tensor other = at::from_blob(scratch, {my_len}, view.options());
       reduce_two(me == 0 ? own : other, me == 0 ? other : own, op, own);
-      next.post_send(static_cast<int>(peer), base + my_start * es, my_len * es);
+      next.post_send(static_cast<int>(peer), base + my_start * es, my_len * es, next_tag);
       next.wait_all();
     };
   }
@@ -574,8 +591,8 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::alltoall_base(
     return Landing{(direct ? out_base : scratch) + recv_at[peer],
                    recv_at[peer + 1] - recv_at[peer]};
   };
-  p.landed = [out_base, recv_at, in_bytes, own_start, me, n, direct](uint8_t* scratch,
-                                                                     PostedData&) {
+  p.landed = [out_base, recv_at, in_bytes, own_start, me, n, direct](uint8_t* scratch, PostedData&,
+                                                                     int) {
     const int64_t len = recv_at[me + 1] - recv_at[me];
     if (len > 0) std::memmove(out_base + recv_at[me], in_bytes.data + own_start, len);
     for (int64_t r = 0; r < n && !direct; ++r) {
@@ -601,7 +618,7 @@ void NeuronBackend::land_gathered(Plan& p, const at::Tensor& in,
   p.landing = [regions, chunk, clash](int peer, uint8_t* scratch) {
     return Landing{clash ? scratch + peer * chunk : regions[peer], chunk};
   };
-  p.landed = [in, regions, chunk, me, clash](uint8_t* scratch, PostedData&) {
+  p.landed = [in, regions, chunk, me, clash](uint8_t* scratch, PostedData&, int) {
     if (chunk <= 0) return;
     std::memmove(regions[me], in.const_data_ptr(), chunk);
     for (size_t r = 0; r < regions.size() && clash; ++r) {
@@ -619,7 +636,7 @@ void NeuronBackend::land_reduced_chunks(Plan& p, const at::Tensor& out, const c1
     // This rank's own chunk is reduced where it is: no row of its own.
     p.scratch_bytes = chunk;
     p.landing = [chunk](int, uint8_t* scratch) { return Landing{scratch, chunk}; };
-    p.landed = [out, op, me, own_chunk](uint8_t* scratch, PostedData&) {
+    p.landed = [out, op, me, own_chunk](uint8_t* scratch, PostedData&, int) {
       const at::Tensor peer = at::from_blob(scratch, {out.numel()}, out.options());
       const at::Tensor own = at::from_blob(own_chunk(), {out.numel()}, out.options());
       reduce_two(me == 0 ? own : peer, me == 0 ? peer : own, op, out);
@@ -630,7 +647,7 @@ void NeuronBackend::land_reduced_chunks(Plan& p, const at::Tensor& out, const c1
   p.landing = [chunk](int peer, uint8_t* scratch) {
     return Landing{scratch + peer * chunk, chunk};
   };
-  p.landed = [out, op, me, n, own_chunk, chunk](uint8_t* scratch, PostedData&) {
+  p.landed = [out, op, me, n, own_chunk, chunk](uint8_t* scratch, PostedData&, int) {
     std::memcpy(scratch + me * chunk, own_chunk(), chunk);
     reduce_ranks(at::from_blob(scratch, {n, out.numel()}, out.options()), op, out);
   };

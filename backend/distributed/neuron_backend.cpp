@@ -25,6 +25,9 @@ NeuronBackend::NeuronBackend(int rank, int size, c10::intrusive_ptr<c10d::Backen
               "neuron backend: one NeuronCore placement per modelled rank is needed");
   layout_.ranks = size;
   layout_.inline_bytes = opts_.inline_bytes;
+  static_assert(static_cast<int>(Kind::kSendRecv) < kKinds);
+  sent_agreed_.resize(size);
+  received_agreed_.resize(size);
   with_runtime([&](runtime::Runtime& r) {
     core_ = r.physical_core(static_cast<uint32_t>(opts_.device));
     model_ = std::make_unique<collectives::CollectiveModel>(
@@ -132,6 +135,42 @@ void NeuronBackend::check_peer(int peer, const char* collective) const {
               " with peer ", peer, " from rank ", rank_, " in a group of ", size_, " ranks");
 }
 
+void NeuronBackend::settle_posted(PostedData& data, const std::vector<Header>& headers,
+                                  const std::vector<int>& early_tag,
+                                  const std::vector<int>& recv_tag) {
+  // The ranks disagree: every message posted before the check is completed, so none is left to
+  // meet Gloo's connection later (posted_data.h). A peer's receive that no message of this rank
+  // meets gets zeros; a peer's message that no receive of this rank meets lands in a throwaway
+  // buffer.
+  std::vector<at::Tensor> buffers;
+  try {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      const Header& h = headers[r];
+      if (h.magic != headers[rank_].magic) return;  // not this protocol's header: nothing to do
+      if (h.recv_tag >= 0 && h.recv_tag != early_tag[r]) {
+        buffers.push_back(at::zeros({h.expects_bytes}, at::kByte));
+        data.post_send(r, buffers.back().data_ptr<uint8_t>(), h.expects_bytes, h.recv_tag);
+      }
+      if (h.send_tag >= 0 && h.send_tag != recv_tag[r]) {
+        buffers.push_back(at::empty({h.sends_bytes}, at::kByte));
+        data.post_recv(r, buffers.back().data_ptr<uint8_t>(), h.sends_bytes, h.send_tag);
+      }
+    }
+    data.wait_all();
+  } catch (...) {
+    // The group is broken too (a rank exited or timed out); the disagreement is the error.
+  }
+}
+
+int NeuronBackend::data_tag(uint64_t sequence, int kind, int channel) {
+  // 3 bits of channel, 4 of kind, the rest the sequence number: below kHeaderTag.
+  constexpr uint64_t kCycle = ((kHeaderTag - kDataTagBase) >> 7) - 1;
+  return kDataTagBase + static_cast<int>(((sequence % kCycle) << 7) |
+                                         (static_cast<uint64_t>(kind) << 3) |
+                                         static_cast<uint64_t>(channel));
+}
+
 c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   std::lock_guard<std::mutex> lock(mutex_);
   const c10::StreamId stream = current_stream(opts_.device).id();
@@ -161,35 +200,60 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   for (int r = 0; r < size_; ++r) largest = std::max(largest, part_of(r).size);
   const bool posted = plan.landing && layout_.inline_bytes > 0;
   const bool fits = posted || largest <= layout_.inline_bytes;
-  Header mine =
-      make_header(plan.call, ++sequence_, static_cast<int64_t>(arrival.ps), fits ? largest : -1);
-  // Posted data: where each peer's data lands (and how much this rank expects from it).
+  const uint64_t seq = ++sequence_;
+  const int kind = static_cast<int>(plan.call.kind);
+  Header mine = make_header(plan.call, seq, static_cast<int64_t>(arrival.ps), fits ? largest : -1);
+  // Posted data: where each peer's data lands (and how much this rank expects from it), what this
+  // rank sends it, and the tags of the messages beyond the slots (-1: none): the receive of the
+  // peer's data, and the send of this rank's data before the check (a size both agreed on
+  // before, posted_data.h).
   std::vector<Landing> lands(size_);
-  bool landing = false;  // some data is larger than a slot: it lands outside the slots
+  std::vector<int64_t> sends_to(size_, 0);
+  std::vector<int> recv_tag(size_, -1), early_tag(size_, -1);
+  bool beyond = false;   // some data travels beyond the slots
+  bool landing = false;  // finish with plan.landed
   uint8_t* lent = nullptr;
   if (posted) {
     lent = scratch(plan.scratch_bytes);
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       lands[r] = plan.landing(r, lent);
-      landing = landing || lands[r].size > layout_.inline_bytes;
+      sends_to[r] = std::max<int64_t>(part_of(r).size, 0);
+      if (beyond_slot(lands[r].size)) {
+        const int known = received_agreed_[r][kind].find(lands[r].size);
+        recv_tag[r] = data_tag(seq, kind, known < 0 ? kAfterCheck : known);
+      }
+      if (beyond_slot(sends_to[r])) {
+        const int known = sent_agreed_[r][kind].find(sends_to[r]);
+        if (known >= 0) early_tag[r] = data_tag(seq, kind, known);
+      }
+      beyond = beyond || recv_tag[r] >= 0 || beyond_slot(sends_to[r]);
     }
-    landing = landing || plan.land_always || part_of(rank_).size > layout_.inline_bytes;
+    landing = beyond || plan.land_always || part_of(rank_).size > layout_.inline_bytes;
   }
+  // The tag this rank's data for `peer` travels on (-1: in the slot or none), given the tag it
+  // was sent on before the check.
+  auto sent_on = [&](int early, int64_t bytes) {
+    return early >= 0 ? early : beyond_slot(bytes) ? data_tag(seq, kind, kAfterCheck) : -1;
+  };
   // The header a peer gets: what it is sent and what this rank expects from it.
   auto header_for = [&](int peer) {
     Header h = mine;
     if (posted) {
-      h.sends_bytes = std::max<int64_t>(part_of(peer).size, 0);
+      h.sends_bytes = sends_to[peer];
       h.expects_bytes = lands[peer].size;
       h.payload_bytes = layout_.in_slot(h.sends_bytes);
+      h.recv_tag = recv_tag[peer];
+      h.send_tag = early_tag[peer];
     }
     return h;
   };
-  if (posted && size_ > 1) {
-    // Payload mode sends every peer this slot: every peer must get the same header.
+  // Each peer gets a header of its own when the parts differ or data goes beyond the slots (the
+  // tags); otherwise every peer gets this rank's slot.
+  const bool per_peer = plan.part || beyond;
+  if (posted && size_ > 1 && !per_peer) {
     mine = header_for(rank_ == 0 ? 1 : 0);
-    for (int r = 0; r < size_ && !plan.part; ++r) {
+    for (int r = 0; r < size_; ++r) {
       TORCH_INTERNAL_ASSERT(r == rank_ || lands[r].size == mine.expects_bytes);
     }
   }
@@ -214,22 +278,24 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     return length;
   };
   const int64_t own = plan.part && plan.own_part_direct ? 0 : copy_part(s, rank_);
-  if (plan.part && fits && !outbox_.defined()) outbox_ = at::empty({size_ * slot_bytes}, at::kByte);
-  // Two tags a collective: its posted data and a second step's (Plan::landed).
-  PostedData data(*gloo_, kDataTagBase + static_cast<int>(2 * sequence_ % kDataTags));
+  if (per_peer && fits && !outbox_.defined()) outbox_ = at::empty({size_ * slot_bytes}, at::kByte);
+  PostedData data(*gloo_);
+  auto failed = [&](const char* doing) {
+    return backend_error(fmt::format(
+        "neuron backend: {} failed on {}: {}{}. Another rank probably exited, hung or timed out.",
+        plan.call.name, where(), doing, message_of(std::current_exception())));
+  };
   try {
     post_header_recvs();
     for (int r = 0; r < size_; ++r) {
-      if (r != rank_ && layout_.in_slot(lands[r].size) == 0) {
-        data.post_recv(r, lands[r].data, lands[r].size);
-      }
+      if (recv_tag[r] >= 0) data.post_recv(r, lands[r].data, lands[r].size, recv_tag[r]);
     }
     std::vector<c10::intrusive_ptr<c10d::Work>> sends;
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       uint8_t* from = s;
       int64_t length = head + own;
-      if (plan.part && fits) {
+      if (per_peer && fits) {
         from = outbox_.data_ptr<uint8_t>() + r * slot_bytes;
         std::memcpy(from, s, head);
         const Header h = header_for(r);
@@ -239,6 +305,10 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
       std::vector<at::Tensor> v{at::from_blob(from, {length}, at::kByte)};
       sends.push_back(gloo_->send(v, r, kHeaderTag));
     }
+    // Data of a size agreed before goes right behind the header (the peer's receive is up).
+    for (int r = 0; r < size_; ++r) {
+      if (early_tag[r] >= 0) data.post_send(r, part_of(r).data, sends_to[r], early_tag[r]);
+    }
     for (int r = 0; r < size_; ++r) {
       if (r != rank_) header_recvs_[r]->wait();
     }
@@ -246,11 +316,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     for (auto& w : sends) w->wait();
   } catch (...) {
     header_recvs_.clear();  // the group is broken; a later collective posts afresh
-    std::rethrow_exception(backend_error(
-        fmt::format("neuron backend: {} failed on {}: the ranks could not exchange the "
-                    "collective's description ({}). Another rank probably exited, hung or timed "
-                    "out.",
-                    plan.call.name, where(), message_of(std::current_exception()))));
+    std::rethrow_exception(failed("the ranks could not exchange the collective's description: "));
   }
 
   // 2. All ranks agree on the collective (or all raise the same error).
@@ -270,27 +336,36 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
       recv[r].assign(sp + size_, sp + 2 * size_);
     }
   }
-  check_agreement(plan.call, headers, send, recv, opts_.group);
-  if (posted) {
-    // Agreeing calls imply agreeing sizes; this guards the rule that a message never meets a
-    // shorter receive. Then the data beyond the slots goes to the receives the peers posted.
-    std::vector<int64_t> expects(size_, 0), sends_to(size_, 0);
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      expects[r] = lands[r].size;
-      sends_to[r] = std::max<int64_t>(part_of(r).size, 0);
+  try {
+    check_agreement(plan.call, headers, send, recv, opts_.group);
+    if (posted) {
+      // Agreeing calls imply agreeing sizes and tags; this guards the rule that a message never
+      // meets a shorter receive.
+      std::vector<int64_t> expects(size_, 0);
+      for (int r = 0; r < size_; ++r) expects[r] = r == rank_ ? 0 : lands[r].size;
+      check_posted_sizes(plan.call, headers, rank_, expects, sends_to, opts_.group);
+      for (int r = 0; r < size_; ++r) {
+        if (r == rank_) continue;
+        TORCH_CHECK(headers[r].recv_tag == sent_on(early_tag[r], sends_to[r]) &&
+                        recv_tag[r] == sent_on(headers[r].send_tag, headers[r].sends_bytes),
+                    "neuron backend: ", plan.call.name, " on ", where(),
+                    ": the ranks chose different tags for the data (an internal error)");
+      }
     }
-    check_posted_sizes(plan.call, headers, rank_, expects, sends_to, opts_.group);
+  } catch (const c10::Error&) {
+    settle_posted(data, headers, early_tag, recv_tag);
+    throw;
+  }
+  if (posted) {
+    // The data beyond the slots not sent yet goes to the receives the peers posted.
     try {
       for (int r = 0; r < size_; ++r) {
-        if (r != rank_ && layout_.in_slot(sends_to[r]) == 0) {
-          data.post_send(r, part_of(r).data, sends_to[r]);
+        if (r != rank_ && early_tag[r] < 0 && beyond_slot(sends_to[r])) {
+          data.post_send(r, part_of(r).data, sends_to[r], data_tag(seq, kind, kAfterCheck));
         }
       }
     } catch (...) {
-      std::rethrow_exception(backend_error(fmt::format(
-          "neuron backend: {} failed on {}: {}. Another rank probably exited, hung or timed out.",
-          plan.call.name, where(), message_of(std::current_exception()))));
+      std::rethrow_exception(failed(""));
     }
   }
 
@@ -347,9 +422,14 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     try {
       data.wait_all();
     } catch (...) {
-      std::rethrow_exception(backend_error(fmt::format(
-          "neuron backend: {} failed on {}: {}. Another rank probably exited, hung or timed out.",
-          plan.call.name, where(), message_of(std::current_exception()))));
+      std::rethrow_exception(failed(""));
+    }
+    // Both ranks of each pair saw the same sizes agreed: the next collective of this kind may
+    // send data of these sizes before the check.
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      if (beyond_slot(sends_to[r])) sent_agreed_[r][kind].remember(sends_to[r]);
+      if (beyond_slot(lands[r].size)) received_agreed_[r][kind].remember(lands[r].size);
     }
   }
   if (landing) {
@@ -358,12 +438,10 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
       if (length > 0) std::memcpy(lands[r].data, g.data(r), length);
     }
     try {
-      PostedData next(*gloo_, kDataTagBase + static_cast<int>((2 * sequence_ + 1) % kDataTags));
-      plan.landed(lent, next);
+      PostedData next(*gloo_);
+      plan.landed(lent, next, data_tag(seq, kind, kSecondStep));
     } catch (...) {
-      std::rethrow_exception(backend_error(fmt::format(
-          "neuron backend: {} failed on {}: {}. Another rank probably exited, hung or timed out.",
-          plan.call.name, where(), message_of(std::current_exception()))));
+      std::rethrow_exception(failed(""));
     }
     trim_scratch();
     post_header_recvs();  // the slots are read: the next headers may land in them

@@ -5,6 +5,7 @@
 // timeline where the ranks' clocks meet. See docs/distributed.md.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <array>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -105,8 +106,8 @@ class NeuronBackend final : public c10d::Backend {
     /// slot, from_slots finishes instead, as for inline data.
     std::function<Landing(int peer, uint8_t* scratch)> landing;
     int64_t scratch_bytes = 0;
-    /// `landed` may exchange more data through `next` (a second step, same tag space).
-    std::function<void(uint8_t* scratch, PostedData& next)> landed;
+    /// `landed` may exchange more data through `next` (a second step, on `next_tag`).
+    std::function<void(uint8_t* scratch, PostedData& next, int next_tag)> landed;
     bool land_always = false;  // finish with `landed` even when all data fit in the slots
   };
   c10::intrusive_ptr<c10d::Work> run(Plan& plan);
@@ -121,6 +122,10 @@ class NeuronBackend final : public c10d::Backend {
   /// they are posted: posted early, a peer's header travels as soon as it is sent (Gloo sends a
   /// message only to a posted receive) and the exchange costs one message per peer, no round trip.
   void post_header_recvs();
+  /// After a failed agreement check: completes the messages of posted data that this rank and
+  /// its peers posted before the check (posted_data.h); `early_tag` and `recv_tag` by peer.
+  void settle_posted(PostedData& data, const std::vector<Header>& headers,
+                     const std::vector<int>& early_tag, const std::vector<int>& recv_tag);
 
   /// A CPU view of a neuron tensor of this rank, after checking device, layout and contiguity.
   at::Tensor view_of(const at::Tensor& t, const char* collective) const;
@@ -144,13 +149,29 @@ class NeuronBackend final : public c10d::Backend {
   uint8_t* scratch(int64_t bytes);
   void trim_scratch();
   at::Tensor scratch_;
-  /// The Gloo point-to-point tags of the header exchange and (one per collective, cycling) of
-  /// posted data; user sends and receives may not use them.
+  /// The Gloo point-to-point tags of the header exchange and of posted data; user sends and
+  /// receives may not use them.
   static constexpr int kHeaderTag = 0x7ffffff0;
   static constexpr int kDataTagBase = 0x70000000;
-  /// The largest 2-rank all_reduce that posts its data (collectives.cpp).
+  /// Posted data's channels within a collective: data sent before the check, one per remembered
+  /// size (AgreedSizes), data sent after the check, and a second step (Plan::landed).
+  static constexpr int kAfterCheck = AgreedSizes::kRemembered;
+  static constexpr int kSecondStep = kAfterCheck + 1;
+  static constexpr int kKinds = 16;  // collectives::Kind values (4 bits of a tag)
+  /// A posted message's tag: the collective's sequence number (cycling), kind and channel.
+  static int data_tag(uint64_t sequence, int kind, int channel);
+  /// Whether data of `bytes` travels beyond the header's slot, in a message of its own.
+  bool beyond_slot(int64_t bytes) const { return bytes > 0 && layout_.in_slot(bytes) == 0; }
+  /// Sizes of posted data agreed with each peer (by peer, then kind): what this rank sent it and
+  /// what it received from it. The peer's table for the other direction holds the same entries.
+  std::vector<std::array<AgreedSizes, kKinds>> sent_agreed_, received_agreed_;
+  /// The largest 2-rank all_reduce that posts its data (collectives.cpp), and the largest, in
+  /// slots, that sends its whole tensor (a full exchange) rather than halves: measured on a
+  /// loaded 2-core machine, the full exchange's one wait on the peer wins at 4 MiB (3.1 to 3.8 ms
+  /// against 4.2 to 4.8 ms) and its extra reduction loses at 16 MiB (8.8 to 9.9 ms of CPU
+  /// against 8.0 to 8.7 ms).
   static constexpr int64_t kPostedAllReduceMax = int64_t{64} << 20;
-  static constexpr int kDataTags = kHeaderTag - kDataTagBase;
+  static constexpr int64_t kFullExchangeSlots = 4;
   std::mutex mutex_;  // one collective is described, exchanged and placed at a time
 };
 

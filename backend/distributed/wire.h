@@ -36,6 +36,10 @@ struct Header {
   // the bytes it expects from it.
   int64_t sends_bytes = 0;
   int64_t expects_bytes = 0;
+  // The Gloo tags of that data beyond the slot: the one this rank receives the recipient's data
+  // on, and the one it sent its own on before reading the recipient's header (-1: none).
+  int32_t recv_tag = -1;
+  int32_t send_tag = -1;
 };
 
 /// The slot layout: header, then (all_to_all) the bytes this rank sends to and receives from

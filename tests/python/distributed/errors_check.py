@@ -75,6 +75,39 @@ expect(
     lambda: dist.all_reduce(torch.ones(300000 + 400000 * rank, device=mine)),
 )
 still_works()
+
+
+def gather_agreed(x):
+    out = torch.empty(world * x.numel(), dtype=x.dtype, device=mine)
+    dist.all_gather_into_tensor(out, x)
+    return out
+
+
+# Posted data of a size the ranks agreed on before goes before the check (posted_data.h). When
+# the ranks then disagree, every message posted before the check is completed (the peer's
+# unmatched receive gets zeros, its unmatched message a throwaway buffer): the ranks raise and
+# the group, and the sizes both remember, stay usable.
+agreed = 300000  # 1.2 MB a rank: beyond the 1 MiB slot
+for _ in range(2):
+    got = gather_agreed(torch.full((agreed,), float(rank), device=mine)).cpu()
+    assert got.tolist() == [float(r) for r in range(world) for _ in range(agreed)]
+expect(  # rank 0 sends before the check, rank 1 (a new size) after it
+    ["mismatched shapes", "rank 0 has float32[300000]", "rank 1 has float32[300001]"],
+    lambda: gather_agreed(torch.ones(agreed + rank, device=mine)),
+)
+expect(  # both send before the check (same bytes), the data lands, the check still fails
+    ["mismatched dtypes", "float32[300000]", "int32[300000]"],
+    lambda: gather_agreed(torch.ones(agreed, device=mine, dtype=torch.int32 if rank else None)),
+)
+expect(  # different collectives, one with data of an agreed size, one with a new size
+    ["rank 0 called all_gather", "called all_reduce"],
+    lambda: gather_agreed(torch.ones(agreed, device=mine))
+    if rank == 0
+    else dist.all_reduce(torch.ones(2 * agreed, device=mine)),
+)
+still_works()
+got = gather_agreed(torch.full((agreed,), float(rank + 1), device=mine)).cpu()
+assert got.tolist() == [float(r + 1) for r in range(world) for _ in range(agreed)]
 expect(
     ["rank 0 called all_reduce", "called broadcast", "same collectives in the same order"],
     lambda: dist.all_reduce(torch.ones(2, device=mine))

@@ -5,13 +5,12 @@ with neuronsim it registers the simulated device, and accelerate then picks the 
 by itself. Prints "rank R: accelerate ok ..."."""
 
 import copy
-import sys
 
 import torch
 import torch_neuronx  # noqa: F401  (neuronsim's stand-in: the simulated neuron device)
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
-from say import say
+from say import leave, say
 from transformers import LlamaConfig, LlamaForCausalLM
 
 STEPS, BATCH, SEQ = 3, 4, 16
@@ -85,4 +84,4 @@ say(
     f"{diffs.mean():.1e}"
 )
 accelerator.end_training()
-sys.exit(0)
+leave()

@@ -4,13 +4,11 @@ every path runs: data in the header's slot, posted with the header (larger than 
 message of its own), and through Gloo's collective. Prints one line per rank at the end:
 "rank R: N checks passed"."""
 
-import os
-
 import neuronsim  # noqa: F401
 import torch
 import torch.distributed as dist
 import torch.distributed._functional_collectives as fc
-from say import say
+from say import leave, say
 
 dist.init_process_group("cpu:gloo,neuron:neuron")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -279,11 +277,4 @@ for name, n in [(op, n) for n in (33333, 70001) for op in ("SUM", "AVG", "MAX")]
 dist.barrier()
 dist.barrier(device_ids=None)
 say(f"rank {rank}: {checks} checks passed")
-dist.destroy_process_group()
-# Leave without finalizing the interpreter: a CPU Gloo worker thread may still drop its last
-# reference to an earlier work (its barrier holds the prior all_reduce works, whose tensors are
-# Python objects) while Python finalizes, and a thread that needs the GIL then terminates the
-# process (torch's ProcessGroupGloo::runLoop -> decref_pyobject -> take_gil -> pthread_exit
-# through a noexcept destructor: "terminate called without an active exception", about 1 run
-# in 10 with 4 ranks).
-os._exit(0)
+leave()

@@ -13,7 +13,7 @@ import neuronsim
 import neuronsim.tracing
 import torch
 import torch.distributed as dist
-from say import say
+from say import leave, say
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
@@ -136,4 +136,4 @@ say(
     f"rank {rank}: compile tp ok ({len(collectives)} collectives between launches, "
     f"{len(during['bw'])} backward launch overlapping its all_reduce)"
 )
-dist.destroy_process_group()
+leave()

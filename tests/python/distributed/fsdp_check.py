@@ -5,12 +5,11 @@ run. Then meta-device initialisation on the neuron device's generator. Prints
 "rank R: fsdp ok ..." per rank."""
 
 import copy
-import sys
 
 import neuronsim
 import torch
 import torch.distributed as dist
-from say import say
+from say import leave, say
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel
@@ -142,5 +141,4 @@ say(
     f"rank {rank}: fsdp meta init ok, simulated {neuronsim.simulated_time_ns() / 1e6:.3f} ms, "
     f"collectives {neuronsim._C._collective_totals()}"
 )
-dist.destroy_process_group()
-sys.exit(0)
+leave()

@@ -10,7 +10,7 @@ import neuronsim
 import torch
 import torch.distributed as dist
 from neuronsim.distributed import this_rank
-from say import say
+from say import leave, say
 from torch.distributed.device_mesh import init_device_mesh
 
 
@@ -53,4 +53,4 @@ say(
     f"(neuron:{place.device}, {torch.neuron.device_count()} visible, collectives "
     f"{busy / 1e3:.1f} us)"
 )
-dist.destroy_process_group()
+leave()

@@ -6,7 +6,7 @@ issued after it. Prints "rank R: timing ok" per rank."""
 import neuronsim
 import torch
 import torch.distributed as dist
-from say import say
+from say import leave, say
 
 dist.init_process_group("neuron")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -87,4 +87,4 @@ say(
     f"rank {rank}: timing ok (waited {waits[rank] / 1e3:.1f} us, all-reduce 16 MiB "
     f"{collective / 1e3:.1f} us, overlapped {overlapped / 1e3:.1f} us)"
 )
-dist.destroy_process_group()
+leave()

@@ -4,12 +4,11 @@ parallelize_module with ColwiseParallel, RowwiseParallel and SequenceParallel on
 attention block; FSDP2 + TP on a 2 x 2 mesh; DTensor random ops. Prints "rank R: tp ok ..."."""
 
 import copy
-import sys
 
 import neuronsim  # noqa: F401
 import torch
 import torch.distributed as dist
-from say import say
+from say import leave, say
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
 from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
@@ -244,5 +243,4 @@ say(
     f"rank {rank}: tp ok ({checks} checks; fsdp+tp param diff max {diffs.max():.1e} "
     f"mean {diffs.mean():.1e})"
 )
-dist.destroy_process_group()
-sys.exit(0)
+leave()

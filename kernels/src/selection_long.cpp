@@ -222,6 +222,27 @@ bool long_topk_fits(int64_t n, int64_t k, const CoreParams& core) {
          topk_plan(n, k, 1, core).G > 0;
 }
 
+// Per instruction: its elements (fp32 tensor_tensor and select take 2 cycles per element) or the
+// minimum initiation interval, plus the pipeline latency of the dependent chain.
+double short_topk_cycles(int64_t rows, int64_t n, int64_t k, const CoreParams& core) {
+  const double per =
+      std::max<double>(2.0 * n, core.vector.min_ii_cycles) + core.vector.pipeline_latency_cycles;
+  const int64_t tiles = (rows + core.sbuf.partitions - 1) / core.sbuf.partitions;
+  return static_cast<double>(tiles) * static_cast<double>(k) * 8.0 * per;
+}
+
+double long_topk_cycles(int64_t rows, int64_t n, int64_t k, const CoreParams& core) {
+  const TopkPlan p = topk_plan(n, k, rows, core);
+  if (p.G == 0) return std::numeric_limits<double>::infinity();
+  const double lat = core.vector.pipeline_latency_cycles, ii = core.vector.min_ii_cycles;
+  const double round = 7.0 * (std::max<double>(2.0 * p.G * p.C, ii) + lat);
+  const double merge_instr = 7.0 + 9.0 * log2u(p.K);
+  const double level = merge_instr * (std::max<double>(2.0 * p.G * p.K, ii) + lat) +
+                       core.vector.frequency_hz * core.dma.launch_latency_ns * 1e-9;  // DMA launch
+  const int64_t groups = (rows + p.G - 1) / p.G;
+  return static_cast<double>(groups) * (p.k1 * round + 7.0 * level);
+}
+
 int64_t max_long_sort_length(const CoreParams& core) {
   int64_t n = 2 * core.sbuf.partitions;
   while (n * 2 <= kMaxLongLength && sort_plan(n * 2, 1, core).G > 0) n *= 2;

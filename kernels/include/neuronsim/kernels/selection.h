@@ -48,6 +48,12 @@ inline constexpr int64_t kMaxLongTopk = 1024;
 /// build_topk_long takes rows of n with this k (SBUF holds a row's chunk and candidates).
 bool long_topk_fits(int64_t n, int64_t k, const device::CoreParams& core);
 
+/// Rough VectorE cycles of topk over `rows` rows of n by build_topk (one row per lane, k
+/// rounds of ~8 instructions over the row) and by build_topk_long (k rounds over a row's
+/// 128th, then 7 merge levels): which kernel a caller should pick.
+double short_topk_cycles(int64_t rows, int64_t n, int64_t k, const device::CoreParams& core);
+double long_topk_cycles(int64_t rows, int64_t n, int64_t k, const device::CoreParams& core);
+
 /// Stable sort of each row (ascending, or descending with `descending`; NaN largest) into
 /// `values` and `indices` (same shape as `in`) by a bitonic network over the row spread across
 /// partitions. Throws std::invalid_argument for rows longer than max_long_sort_length.

@@ -111,8 +111,9 @@ void compare_exchange(ProgramBuilder& b, const Pair& lo, const Pair& hi, const P
 }
 
 // Keys from the loaded values in `kv.k` (in place) and secs into `kv.s`: `e` is each element's
-// index in its row (fp32, the same shape), `w` scratch. Elements at e >= n become padding.
-void make_keys(ProgramBuilder& b, const Pair& kv, const AP& e, const AP& w, int64_t n,
+// index in its row (fp32, the same shape), `valid` 1 where a slot holds an element of the row
+// (the others become padding), `w` scratch.
+void make_keys(ProgramBuilder& b, const Pair& kv, const AP& e, const AP& valid, const AP& w,
                bool smallest_first) {
   b.emit(kVector, isa::tensor_tensor(w, kv.k, kv.k, AluOp::kIsEqual));  // 1: not NaN
   b.emit(kVector, isa::select(kv.k, w, kv.k, kInf));
@@ -125,9 +126,8 @@ void make_keys(ProgramBuilder& b, const Pair& kv, const AP& e, const AP& w, int6
                       : isa::tensor_scalar(kv.s, w, AluOp::kMultiply, isa::imm(kNanFlag)));
   b.emit(kVector, isa::tensor_tensor(kv.s, kv.s, e, AluOp::kAdd));
   // Padding: key +inf, sec + kPadFlag.
-  b.emit(kVector, isa::tensor_scalar(w, e, AluOp::kIsLt, isa::imm(static_cast<float>(n))));
-  b.emit(kVector, isa::select(kv.k, w, kv.k, kInf));
-  b.emit(kVector, isa::tensor_scalar(w, w, AluOp::kMultiply, isa::imm(-kPadFlag), AluOp::kAdd,
+  b.emit(kVector, isa::select(kv.k, valid, kv.k, kInf));
+  b.emit(kVector, isa::tensor_scalar(w, valid, AluOp::kMultiply, isa::imm(-kPadFlag), AluOp::kAdd,
                                      isa::imm(kPadFlag)));
   b.emit(kVector, isa::tensor_tensor(kv.s, kv.s, w, AluOp::kAdd));
 }
@@ -144,17 +144,17 @@ void finish_keys(ProgramBuilder& b, const Pair& kv, const AP& w, bool smallest_f
   b.emit(kVector, isa::tensor_scalar(kv.s, kv.s, AluOp::kMod, isa::imm(kNanFlag)));
 }
 
-// Loads `g` rows starting at row r0 into a [128, g, C] tile at `off`: row element e at
+// Loads `g` rows starting at row r0 into a [128, g, pitch] tile at `off`: row element e at
 // partition e / C, free e % C (the last partition partial, later ones untouched).
 void load_rows(ProgramBuilder& b, StreamId q, const TensorDesc& in, const RowView& x, int64_t r0,
-               uint32_t g, uint32_t C, uint64_t off) {
+               uint32_t g, uint32_t C, uint32_t pitch, uint64_t off) {
   const uint32_t n = static_cast<uint32_t>(x.n), full = n / C, tail = n % C;
   if (full > 0)
-    b.emit(q, isa::dma_copy(sb(0, full, off, {{C, g}, {1, C}}),
+    b.emit(q, isa::dma_copy(sb(0, full, off, {{pitch, g}, {1, C}}),
                             hbm_ap(in, r0 * x.row_stride, full, int64_t{C} * x.stride,
                                    {{x.row_stride, g}, {x.stride, C}})));
   if (tail > 0)
-    b.emit(q, isa::dma_copy(sb(full, 1, off, {{C, g}, {1, tail}}),
+    b.emit(q, isa::dma_copy(sb(full, 1, off, {{pitch, g}, {1, tail}}),
                             hbm_ap(in, r0 * x.row_stride + int64_t{full} * C * x.stride, 1, 0,
                                    {{x.row_stride, g}, {x.stride, tail}})));
 }
@@ -165,28 +165,35 @@ void check_long(const RowView& x, const char* what) {
         fmt::format("{}: {} elements per row exceed {}", what, x.n, kMaxLongLength));
 }
 
-// The topk plan: C elements per partition, K candidate slots, g rows per tile.
+// The topk plan: C elements of a row per partition, in a chunk of Cp = 2^m slots; K candidate
+// slots (k rounded up to a power of two); G rows per tile. Stage 1 picks each chunk's
+// candidates by rounds (few candidates) or by sorting blocks of min(K, Cp) and merging them
+// down to one list of K (bitonic).
 struct TopkPlan {
-  uint32_t C = 0, k1 = 0, K = 0, G = 0;
+  uint32_t C = 0, Cp = 0, k1 = 0, K = 0, G = 0;
+  bool rounds = false;
 };
 
 TopkPlan topk_plan(int64_t n, int64_t k, int64_t rows, const CoreParams& core) {
   TopkPlan p;
   const uint32_t P = core.sbuf.partitions;
   p.C = static_cast<uint32_t>((n + P - 1) / P);
+  p.Cp = ceil_pow2(p.C);
   p.k1 = static_cast<uint32_t>(std::min<int64_t>(k, p.C));
   p.K = ceil_pow2(static_cast<uint64_t>(k));
-  // Per row: key, sec and scratch chunks; candidates (two buffers), the partner lists and three
-  // masks of K slots. Shared: the element indices.
-  const uint64_t per_row = 12ull * p.C + 36ull * p.K;
-  const uint64_t shared = 4ull * p.C + 256;
+  p.rounds = p.k1 <= 4;
+  // Per row: two key/sec chunk buffers and a scratch chunk; candidates (two buffers), the
+  // partner lists and three masks of K slots (chunk-pair sized for stage 1's network). Shared:
+  // the element indices, the valid mask, the pair indices and the direction mask.
+  const uint64_t per_row = 20ull * p.Cp + 24ull * p.K + 12ull * std::max(p.K, p.Cp / 2);
+  const uint64_t shared = 16ull * p.Cp + 256;
   const uint64_t budget = core.sbuf.partition_bytes;
   p.G = per_row + shared > budget ? 0
                                   : static_cast<uint32_t>(std::min<uint64_t>(
                                         {(budget - shared) / per_row, kLongRowGroup,
                                          static_cast<uint64_t>(std::max<int64_t>(rows, 1))}));
   // One instruction's free size is bounded.
-  while (p.G > 1 && uint64_t{p.G} * std::max(p.C, p.K) > core.vector.max_free_elements_sbuf) --p.G;
+  while (p.G > 1 && uint64_t{p.G} * std::max(p.Cp, p.K) > core.vector.max_free_elements_sbuf) --p.G;
   return p;
 }
 
@@ -205,7 +212,7 @@ SortPlan sort_plan(int64_t n, int64_t rows, const CoreParams& core) {
   // Per row: two key/sec buffers in each layout and three masks. Shared: indices and
   // direction masks.
   const uint64_t per_row = 16ull * p.F + 16ull * p.TF + 6ull * std::max(p.F, p.TF);
-  const uint64_t shared = 4ull * p.F + 4ull * p.F + 4ull * p.TF + 1024;
+  const uint64_t shared = 12ull * p.F + 4ull * p.TF + 1024;
   const uint64_t budget = core.sbuf.partition_bytes;
   p.G = per_row + shared > budget ? 0
                                   : static_cast<uint32_t>(std::min<uint64_t>(
@@ -235,12 +242,20 @@ double long_topk_cycles(int64_t rows, int64_t n, int64_t k, const CoreParams& co
   const TopkPlan p = topk_plan(n, k, rows, core);
   if (p.G == 0) return std::numeric_limits<double>::infinity();
   const double lat = core.vector.pipeline_latency_cycles, ii = core.vector.min_ii_cycles;
-  const double round = 7.0 * (std::max<double>(2.0 * p.G * p.C, ii) + lat);
-  const double merge_instr = 7.0 + 9.0 * log2u(p.K);
-  const double level = merge_instr * (std::max<double>(2.0 * p.G * p.K, ii) + lat) +
+  auto instr = [&](double elems) { return std::max(2.0 * p.G * elems, ii) + lat; };
+  double stage1 = 0;
+  if (p.rounds) {
+    stage1 = p.k1 * 7.0 * instr(p.Cp);
+  } else {
+    const uint32_t lb = log2u(std::min(p.K, p.Cp));
+    stage1 = lb * (lb + 1) / 2.0 * 10.0 * instr(p.Cp / 2.0);
+    for (uint32_t size = p.Cp; size > p.K; size /= 2)
+      stage1 += 7.0 * instr(size / 2.0) + 9.0 * log2u(p.K) * instr(size / 4.0);
+  }
+  const double level = (7.0 + 9.0 * log2u(p.K)) * instr(p.K) +
                        core.vector.frequency_hz * core.dma.launch_latency_ns * 1e-9;  // DMA launch
   const int64_t groups = (rows + p.G - 1) / p.G;
-  return static_cast<double>(groups) * (p.k1 * round + 7.0 * level);
+  return static_cast<double>(groups) * (stage1 + 7.0 * level);
 }
 
 int64_t max_long_sort_length(const CoreParams& core) {
@@ -265,55 +280,140 @@ Program build_topk_long(const std::string& name, const TensorDesc& in, const Ten
   if (plan.G == 0)
     throw std::invalid_argument(
         fmt::format("topk: rows of {} with k = {} do not fit SBUF", x.n, k));
-  const uint32_t P = core.sbuf.partitions, C = plan.C, K = plan.K, G = plan.G;
+  const uint32_t P = core.sbuf.partitions, C = plan.C, Cp = plan.Cp, K = plan.K, G = plan.G;
   const uint32_t kk = static_cast<uint32_t>(k);
   const bool smallest_first = !largest;
   const uint32_t used = static_cast<uint32_t>((x.n + C - 1) / C);  // partitions holding elements
-  const uint64_t e_off = b.alloc_sbuf(uint64_t{C} * 4), key_off = b.alloc_sbuf(uint64_t{G} * C * 4),
-                 sec_off = b.alloc_sbuf(uint64_t{G} * C * 4),
-                 w_off = b.alloc_sbuf(uint64_t{G} * C * 4);
-  uint64_t ck[2], cs[2];
+  const uint64_t e_off = b.alloc_sbuf(uint64_t{Cp} * 4), valid_off = b.alloc_sbuf(uint64_t{Cp} * 4),
+                 q_off = b.alloc_sbuf(uint64_t{Cp} * 2), dir_off = b.alloc_sbuf(uint64_t{Cp} * 2),
+                 w_off = b.alloc_sbuf(uint64_t{G} * Cp * 4);
+  uint64_t xk[2], xs[2], ck[2], cs[2], m_off[3];
   for (int i = 0; i < 2; ++i) {
+    xk[i] = b.alloc_sbuf(uint64_t{G} * Cp * 4);
+    xs[i] = b.alloc_sbuf(uint64_t{G} * Cp * 4);
     ck[i] = b.alloc_sbuf(uint64_t{G} * K * 4);
     cs[i] = b.alloc_sbuf(uint64_t{G} * K * 4);
   }
   const uint64_t bk = b.alloc_sbuf(uint64_t{G} * K * 4), bs = b.alloc_sbuf(uint64_t{G} * K * 4);
-  uint64_t m_off[3];
-  for (auto& m : m_off) m = b.alloc_sbuf(uint64_t{G} * K * 4);
+  for (auto& m : m_off) m = b.alloc_sbuf(uint64_t{G} * std::max(K, Cp / 2) * 4);
   const StreamId qin = dma_queue(0), qout = dma_queue(1), qk = dma_queue(2), qs = dma_queue(3);
 
-  b.emit(kGpSimd, isa::iota(sb(0, P, e_off, {{1, C}}), 0, static_cast<int32_t>(C), {1}));
+  // e = p C + f over the chunk's Cp slots; slots f >= C and elements e >= n are padding.
+  b.emit(kGpSimd, isa::iota(sb(0, P, e_off, {{1, Cp}}), 0, static_cast<int32_t>(C), {1}));
+  b.emit(kGpSimd, isa::iota(sb(0, P, valid_off, {{1, Cp}}), 0, 0, {1}));
+  if (Cp > 1)
+    b.emit(kGpSimd, isa::iota(isa::sbuf(DType::kInt32, 0, P, q_off, {{1, Cp / 2}}), 0, 0, {1}));
   b.wait(kVector, b.mark(kGpSimd));
+  {
+    const AP valid = sb(0, P, valid_off, {{1, Cp}}), tmp = sb(0, P, w_off, {{1, Cp}});
+    b.emit(kVector, isa::tensor_scalar(valid, valid, AluOp::kIsLt, isa::imm(float(C))));
+    b.emit(kVector, isa::tensor_scalar(tmp, sb(0, P, e_off, {{1, Cp}}), AluOp::kIsLt,
+                                       isa::imm(static_cast<float>(x.n))));
+    b.emit(kVector, isa::tensor_tensor(valid, valid, tmp, AluOp::kLogicalAnd));
+  }
   ProgramBuilder::Token tile_free, out_free;
   for (int64_t r0 = 0; r0 < x.rows; r0 += G) {
     const uint32_t g = static_cast<uint32_t>(std::min<int64_t>(G, x.rows - r0));
     b.wait(qin, tile_free);
-    load_rows(b, qin, in, x, r0, g, C, key_off);
+    load_rows(b, qin, in, x, r0, g, C, Cp, xk[0]);
     b.wait(kVector, b.mark(qin));
-    const AP chunk = sb(0, P, key_off, {{C, g}, {1, C}});
-    const Pair kv{chunk, sb(0, P, sec_off, {{C, g}, {1, C}})};
-    const AP w = sb(0, P, w_off, {{C, g}, {1, C}});
-    const AP e = sb(0, P, e_off, {{0, g}, {1, C}});
-    make_keys(b, kv, e, w, x.n, smallest_first);
+    const Pair kv{sb(0, P, xk[0], {{Cp, g}, {1, Cp}}), sb(0, P, xs[0], {{Cp, g}, {1, Cp}})};
+    const AP w = sb(0, P, w_off, {{Cp, g}, {1, Cp}});
+    make_keys(b, kv, sb(0, P, e_off, {{0, g}, {1, Cp}}), sb(0, P, valid_off, {{0, g}, {1, Cp}}), w,
+              smallest_first);
     // The previous tile's results have left before the candidates are rewritten.
     b.wait(kVector, out_free);
-    // Stage 1: each partition's k1 smallest pairs, in order, into candidate slots 0..k1-1.
-    for (uint32_t j = 0; j < plan.k1; ++j) {
-      const AP cj_k = sb(0, P, ck[0] + j * 4, {{K, g}}), cj_s = sb(0, P, cs[0] + j * 4, {{K, g}});
-      const AP bj_k = sb(0, P, ck[0] + j * 4, {{K, g}, {0, C}}),
-               bj_s = sb(0, P, cs[0] + j * 4, {{K, g}, {0, C}});
-      b.emit(kVector, isa::tensor_reduce(cj_k, kv.k, ReduceOp::kMin));
-      b.emit(kVector, isa::tensor_tensor(w, kv.k, bj_k, AluOp::kIsEqual));
-      b.emit(kVector, isa::select(w, w, kv.s, kGone));
-      b.emit(kVector, isa::tensor_reduce(cj_s, w, ReduceOp::kMin));
-      b.emit(kVector, isa::tensor_tensor(w, kv.s, bj_s, AluOp::kNotEqual));
-      b.emit(kVector, isa::select(kv.k, w, kv.k, kInf));
-      b.emit(kVector, isa::select(kv.s, w, kv.s, kGone));
-    }
-    if (plan.k1 < K) {
-      b.emit(kVector, isa::memset(sb(0, P, ck[0] + plan.k1 * 4, {{K, g}, {1, K - plan.k1}}), kInf));
-      b.emit(kVector,
-             isa::memset(sb(0, P, cs[0] + plan.k1 * 4, {{K, g}, {1, K - plan.k1}}), kGone));
+    // Stage 1: each partition's smallest pairs, in order, into candidate slots ck[0], cs[0].
+    if (plan.rounds) {
+      // k1 rounds: the smallest key, the smallest sec holding it, that element removed.
+      for (uint32_t j = 0; j < plan.k1; ++j) {
+        const AP cj_k = sb(0, P, ck[0] + j * 4, {{K, g}}), cj_s = sb(0, P, cs[0] + j * 4, {{K, g}});
+        const AP bj_k = sb(0, P, ck[0] + j * 4, {{K, g}, {0, Cp}}),
+                 bj_s = sb(0, P, cs[0] + j * 4, {{K, g}, {0, Cp}});
+        b.emit(kVector, isa::tensor_reduce(cj_k, kv.k, ReduceOp::kMin));
+        b.emit(kVector, isa::tensor_tensor(w, kv.k, bj_k, AluOp::kIsEqual));
+        b.emit(kVector, isa::select(w, w, kv.s, kGone));
+        b.emit(kVector, isa::tensor_reduce(cj_s, w, ReduceOp::kMin));
+        b.emit(kVector, isa::tensor_tensor(w, kv.s, bj_s, AluOp::kNotEqual));
+        b.emit(kVector, isa::select(kv.k, w, kv.k, kInf));
+        b.emit(kVector, isa::select(kv.s, w, kv.s, kGone));
+      }
+      if (plan.k1 < K) {
+        b.emit(kVector,
+               isa::memset(sb(0, P, ck[0] + plan.k1 * 4, {{K, g}, {1, K - plan.k1}}), kInf));
+        b.emit(kVector,
+               isa::memset(sb(0, P, cs[0] + plan.k1 * 4, {{K, g}, {1, K - plan.k1}}), kGone));
+      }
+    } else {
+      // Bitonic: sort blocks of B = min(K, Cp) slots ascending (blocks alternate direction
+      // until the last phase), then merge pairs of sorted blocks into the K smallest of each
+      // pair until one list of K remains.
+      const uint32_t B = std::min(K, Cp);
+      int cur = 0;
+      for (uint32_t ph = 1; ph <= log2u(B); ++ph) {
+        // Direction: bit ph of the slot until the last phase, which sorts every block ascending.
+        const AP dir = isa::sbuf(DType::kInt32, 0, P, dir_off, {{0, g}, {1, Cp / 2}});
+        const bool dir_needed = ph < log2u(B);
+        if (dir_needed)
+          b.emit(kVector, isa::tensor_scalar(isa::sbuf(DType::kInt32, 0, P, dir_off, {{1, Cp / 2}}),
+                                             isa::sbuf(DType::kInt32, 0, P, q_off, {{1, Cp / 2}}),
+                                             AluOp::kShiftRight, isa::imm(float(ph - 1)),
+                                             AluOp::kBitwiseAnd, isa::imm(1.0f)));
+        for (int64_t t = ph - 1; t >= 0; --t) {
+          const uint32_t d = 1u << t, blocks = Cp / (2 * d);
+          auto side = [&](int buf, uint32_t shift) {
+            return Pair{sb(0, P, xk[buf] + shift * 4, {{Cp, g}, {2 * d, blocks}, {1, d}}),
+                        sb(0, P, xs[buf] + shift * 4, {{Cp, g}, {2 * d, blocks}, {1, d}})};
+          };
+          const AP mk[3] = {sb(0, P, m_off[0], {{1, g * Cp / 2}}),
+                            sb(0, P, m_off[1], {{1, g * Cp / 2}}),
+                            sb(0, P, m_off[2], {{1, g * Cp / 2}})};
+          compare_exchange(b, side(cur, 0), side(cur, d), side(1 - cur, 0), side(1 - cur, d), mk,
+                           dir_needed ? &dir : nullptr);
+          cur = 1 - cur;
+        }
+      }
+      // Merge levels: `nb` sorted blocks of B per row, compact at the chunk's start.
+      for (uint32_t nb = Cp / B; nb > 1; nb /= 2) {
+        const uint32_t h = nb / 2;
+        // Block 2j and block 2j + 1 reversed: the elementwise smaller holds the K smallest of
+        // the pair as a bitonic sequence, written compactly as block j of the other buffer.
+        const Pair ev{sb(0, P, xk[cur], {{Cp, g}, {2 * B, h}, {1, B}}),
+                      sb(0, P, xs[cur], {{Cp, g}, {2 * B, h}, {1, B}})};
+        const Pair od{sb(0, P, xk[cur] + (2 * B - 1) * 4, {{Cp, g}, {2 * B, h}, {-1, B}}),
+                      sb(0, P, xs[cur] + (2 * B - 1) * 4, {{Cp, g}, {2 * B, h}, {-1, B}})};
+        const Pair out{sb(0, P, xk[1 - cur], {{Cp, g}, {B, h}, {1, B}}),
+                       sb(0, P, xs[1 - cur], {{Cp, g}, {B, h}, {1, B}})};
+        const AP mk[3] = {sb(0, P, m_off[0], {{1, g * h * B}}),
+                          sb(0, P, m_off[1], {{1, g * h * B}}),
+                          sb(0, P, m_off[2], {{1, g * h * B}})};
+        lex_greater(b, ev, od, mk[0], mk[1], mk[2]);
+        b.emit(kVector, isa::select(out.k, mk[0], od.k, ev.k));
+        b.emit(kVector, isa::select(out.s, mk[0], od.s, ev.s));
+        cur = 1 - cur;
+        for (uint32_t t = log2u(B); t-- > 0;) {
+          const uint32_t d = 1u << t, blocks = h * B / (2 * d);
+          auto side = [&](int buf, uint32_t shift) {
+            return Pair{sb(0, P, xk[buf] + shift * 4, {{Cp, g}, {2 * d, blocks}, {1, d}}),
+                        sb(0, P, xs[buf] + shift * 4, {{Cp, g}, {2 * d, blocks}, {1, d}})};
+          };
+          const AP mh[3] = {sb(0, P, m_off[0], {{1, g * h * B / 2}}),
+                            sb(0, P, m_off[1], {{1, g * h * B / 2}}),
+                            sb(0, P, m_off[2], {{1, g * h * B / 2}})};
+          compare_exchange(b, side(cur, 0), side(cur, d), side(1 - cur, 0), side(1 - cur, d), mh,
+                           nullptr);
+          cur = 1 - cur;
+        }
+      }
+      // The chunk's sorted list (B slots) into the candidates, empty slots after it.
+      b.emit(kVector, isa::tensor_copy(sb(0, P, ck[0], {{K, g}, {1, B}}),
+                                       sb(0, P, xk[cur], {{Cp, g}, {1, B}})));
+      b.emit(kVector, isa::tensor_copy(sb(0, P, cs[0], {{K, g}, {1, B}}),
+                                       sb(0, P, xs[cur], {{Cp, g}, {1, B}})));
+      if (B < K) {
+        b.emit(kVector, isa::memset(sb(0, P, ck[0] + B * 4, {{K, g}, {1, K - B}}), kInf));
+        b.emit(kVector, isa::memset(sb(0, P, cs[0] + B * 4, {{K, g}, {1, K - B}}), kGone));
+      }
     }
     tile_free = b.mark(kVector);
     // Stage 2: merge the sorted lists of partitions [H, A) into [0, H), halving A.
@@ -382,9 +482,9 @@ Program build_sort_long(const std::string& name, const TensorDesc& in, const Ten
   const uint32_t P = core.sbuf.partitions, F = plan.F, E = plan.E, TF = plan.TF, G = plan.G;
   const uint32_t N = plan.N, L = log2u(N), lf = log2u(F), n = static_cast<uint32_t>(x.n);
   const bool smallest_first = !descending;
-  const uint64_t e_off = b.alloc_sbuf(uint64_t{F} * 4), q_off = b.alloc_sbuf(uint64_t{F} * 2),
-                 qt_off = b.alloc_sbuf(uint64_t{TF} * 2), dir_off = b.alloc_sbuf(uint64_t{F} * 2),
-                 dirt_off = b.alloc_sbuf(uint64_t{TF} * 2);
+  const uint64_t e_off = b.alloc_sbuf(uint64_t{F} * 4), valid_off = b.alloc_sbuf(uint64_t{F} * 4),
+                 q_off = b.alloc_sbuf(uint64_t{F} * 2), qt_off = b.alloc_sbuf(uint64_t{TF} * 2),
+                 dir_off = b.alloc_sbuf(uint64_t{F} * 2), dirt_off = b.alloc_sbuf(uint64_t{TF} * 2);
   uint64_t ok[2], os[2], tk[2], ts[2], m_off[3];
   for (int i = 0; i < 2; ++i) {
     ok[i] = b.alloc_sbuf(uint64_t{G} * F * 4);
@@ -406,6 +506,8 @@ Program build_sort_long(const std::string& name, const TensorDesc& in, const Ten
                             static_cast<int32_t>(F / 2), {1}));
   b.emit(kGpSimd, isa::iota(isa::sbuf(DType::kInt32, 0, E, qt_off, {{1, TF / 2}}), 0, 0, {1}));
   b.wait(kVector, b.mark(kGpSimd));
+  b.emit(kVector, isa::tensor_scalar(sb(0, P, valid_off, {{1, F}}), sb(0, P, e_off, {{1, F}}),
+                                     AluOp::kIsLt, isa::imm(static_cast<float>(n))));
 
   // Moves `g` rows between layouts through TensorE: row layout [P, g, F] (block j of E
   // columns) <-> transposed [E, g, TF] (block j of P columns).
@@ -451,11 +553,11 @@ Program build_sort_long(const std::string& name, const TensorDesc& in, const Ten
   for (int64_t r0 = 0; r0 < x.rows; r0 += G) {
     const uint32_t g = static_cast<uint32_t>(std::min<int64_t>(G, x.rows - r0));
     b.wait(qin, tile_free);
-    load_rows(b, qin, in, x, r0, g, F, ok[0]);
+    load_rows(b, qin, in, x, r0, g, F, F, ok[0]);
     b.wait(kVector, b.mark(qin));
     make_keys(b, {sb(0, P, ok[0], {{F, g}, {1, F}}), sb(0, P, os[0], {{F, g}, {1, F}})},
-              sb(0, P, e_off, {{0, g}, {1, F}}), sb(0, P, ok[1], {{F, g}, {1, F}}), x.n,
-              smallest_first);
+              sb(0, P, e_off, {{0, g}, {1, F}}), sb(0, P, valid_off, {{0, g}, {1, F}}),
+              sb(0, P, ok[1], {{F, g}, {1, F}}), smallest_first);
     int cur = 0;
     for (uint32_t s = 1; s <= L; ++s) {
       int64_t t = s - 1;

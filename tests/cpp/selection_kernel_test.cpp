@@ -138,12 +138,15 @@ TEST(SelectionKernel, LongTopkMatchesStableReference) {
       run_case(rows, n, 50, true, DType::kFp32, static_cast<uint32_t>(n + rows));
     }
   }
-  // Smallest first, bf16, a k above a partition's chunk (C = 12 for 1500) and k = 1.
+  // Smallest first, bf16, a k above a partition's chunk (C = 12 for 1500, candidates padded).
   run_case(3, 32000, 50, false, DType::kFp32, 11);
   run_case(8, 50257, 50, true, DType::kBf16, 12);
   run_case(2, 1500, 100, true, DType::kFp32, 13);
   run_case(2, 1500, 100, false, DType::kBf16, 14);
+  // Up to four candidates per partition are picked by rounds instead of the bitonic network.
   run_case(5, 4096, 1, true, DType::kFp32, 15);
+  run_case(4, 32000, 3, false, DType::kBf16, 17);
+  run_case(2, 50257, 4, true, DType::kFp32, 18);
   run_case(1, 7, 7, true, DType::kFp32, 16);
 }
 

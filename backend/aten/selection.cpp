@@ -72,6 +72,17 @@ Programs select(const OpInvocation& inv, int64_t k, bool largest, bool allow_lon
   return {kernels::build_topk(inv.name, x, values, indices, dim, k, largest, inv.core())};
 }
 
+// Whether sort takes the bitonic network: rows too long for selection rounds, or few rows for
+// which it is cheaper (the rounds are quadratic in the row length).
+bool use_long_sort(const OpInvocation& inv, int64_t dim, int64_t n) {
+  const device::CoreParams& core = inv.core();
+  if (n > std::min(kMaxSortLength, kernels::max_selection_length(core))) return true;
+  const auto v = rows_of(inv.tensor(0), dim);
+  return v && n <= kernels::max_long_sort_length(core) &&
+         kernels::long_sort_cycles(v->rows, n, core) <
+             kernels::short_topk_cycles(v->rows, n, n, core);
+}
+
 bool topk_supported(const OpInvocation& inv) {
   const at::Tensor in = inv.tensor(0);
   if (!in.defined()) return false;
@@ -100,7 +111,7 @@ NativeOpTable selection_ops() {
          const int64_t dim = dim_of(inv, in, -1);
          const int64_t n = in.dim() == 0 ? 1 : in.size(dim);
          const bool descending = inv.has_arg("descending") && inv.arg("descending").toBool();
-         if (n > std::min(kMaxSortLength, kernels::max_selection_length(inv.core())))
+         if (use_long_sort(inv, dim, n))
            return Programs{kernels::build_sort_long(
                inv.name, inv.describe(in), inv.describe(inv.outputs.at(0)),
                inv.describe(inv.outputs.at(1)), dim, descending, inv.core())};

@@ -40,6 +40,7 @@
 // i.e. O(N log^2 N / 128) element-cycles, plus 2 (L - log2 F) transposes of the tile.
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -256,6 +257,22 @@ double long_topk_cycles(int64_t rows, int64_t n, int64_t k, const CoreParams& co
                        core.vector.frequency_hz * core.dma.launch_latency_ns * 1e-9;  // DMA launch
   const int64_t groups = (rows + p.G - 1) / p.G;
   return static_cast<double>(groups) * (stage1 + 7.0 * level);
+}
+
+double long_sort_cycles(int64_t rows, int64_t n, const CoreParams& core) {
+  const SortPlan p = sort_plan(n, rows, core);
+  if (p.G == 0) return std::numeric_limits<double>::infinity();
+  const double lat = core.vector.pipeline_latency_cycles, ii = core.vector.min_ii_cycles;
+  auto instr = [&](double elems) { return std::max(2.0 * p.G * elems, ii) + lat; };
+  const uint32_t L = log2u(p.N), lf = log2u(p.F);
+  double cycles = L * (L + 1) / 2.0 * 10.0 * instr(p.F / 2.0);
+  // Phases with partition stages: there and back, keys and secs, one PSUM copy per bank of
+  // transposed blocks (each after a TensorE round trip, ~2 pipeline latencies).
+  const double bank = static_cast<double>(core.psum.bank_bytes() / 4);
+  const double copies = 2.0 * p.G * (std::ceil(p.TF / bank) + std::ceil(p.F / bank));
+  cycles += (L - lf) * copies * (std::max<double>(p.F, ii) + 3.0 * lat);
+  const int64_t groups = (rows + p.G - 1) / p.G;
+  return static_cast<double>(groups) * cycles;
 }
 
 int64_t max_long_sort_length(const CoreParams& core) {

@@ -179,6 +179,35 @@ TEST(SelectionKernel, LongTopkIsFarCheaperThanOneLanePerRow) {
       static_cast<unsigned long long>(vocab.instructions));
 }
 
+// The vocab-row shapes of Hugging Face sampling: simulated time and instruction count of each
+// program, and the one-lane selection sort of 1024 elements (the old limit) per element.
+TEST(SelectionKernel, LongRowCostsStaySubQuadratic) {
+  const Result old_sort = run_case(1, 1024, 1024, false, DType::kFp32, 41, /*long_kernel=*/false);
+  const Result new_sort_1k = run_case(1, 1024, 0, false, DType::kFp32, 41);
+  std::printf(
+      "sort [1, 1024]: selection rounds %.1f us (%.1f ns/element, %llu instructions), "
+      "bitonic %.1f us (%llu)\n",
+      old_sort.seconds * 1e6, old_sort.seconds * 1e9 / 1024,
+      static_cast<unsigned long long>(old_sort.instructions), new_sort_1k.seconds * 1e6,
+      static_cast<unsigned long long>(new_sort_1k.instructions));
+  EXPECT_LT(new_sort_1k.seconds * 10, old_sort.seconds);
+  for (auto [rows, n] : {std::pair<int64_t, int64_t>{1, 32000}, {8, 50257}}) {
+    const Result topk = run_case(rows, n, 50, true, DType::kFp32, 42);
+    const Result sort = run_case(rows, n, 0, false, DType::kFp32, 43);
+    std::printf(
+        "[%lld, %lld]: topk(50) %.1f us (%llu instructions), sort %.1f us (%llu, %.1f "
+        "ns/element)\n",
+        static_cast<long long>(rows), static_cast<long long>(n), topk.seconds * 1e6,
+        static_cast<unsigned long long>(topk.instructions), sort.seconds * 1e6,
+        static_cast<unsigned long long>(sort.instructions),
+        sort.seconds * 1e9 / static_cast<double>(rows * n));
+    EXPECT_LT(topk.seconds, sort.seconds);
+    // Sub-quadratic: per element, the sort of these rows costs less than the one-lane sort of
+    // 1024 (whose per-element cost grows linearly with n).
+    EXPECT_LT(sort.seconds / static_cast<double>(rows * n), old_sort.seconds / 1024);
+  }
+}
+
 TEST(SelectionKernel, LongKernelsRejectBadInput) {
   const auto& core = shared_device().params().core;
   TensorDesc in{0, DType::kFp32, {2, 5000}, {5000, 1}};

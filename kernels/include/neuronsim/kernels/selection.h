@@ -53,6 +53,8 @@ bool long_topk_fits(int64_t n, int64_t k, const device::CoreParams& core);
 /// 128th, then 7 merge levels): which kernel a caller should pick.
 double short_topk_cycles(int64_t rows, int64_t n, int64_t k, const device::CoreParams& core);
 double long_topk_cycles(int64_t rows, int64_t n, int64_t k, const device::CoreParams& core);
+/// The same for build_sort_long (compare with short_topk_cycles at k = n).
+double long_sort_cycles(int64_t rows, int64_t n, const device::CoreParams& core);
 
 /// Stable sort of each row (ascending, or descending with `descending`; NaN largest) into
 /// `values` and `indices` (same shape as `in`) by a bitonic network over the row spread across

@@ -221,6 +221,8 @@ TEST(SelectionKernel, LongKernelsRejectBadInput) {
   EXPECT_THROW(kernels::build_sort_long("sort", huge, huge, huge, 1, false, core),
                std::invalid_argument);
   EXPECT_FALSE(kernels::long_topk_fits(100, 101, core));
+  // trn1: rows of 2^18 (2048 per partition, two rows per tile) still fit SBUF.
+  EXPECT_EQ(kernels::max_long_sort_length(core), int64_t{1} << 18);
   EXPECT_TRUE(kernels::long_topk_fits(150000, 50, core));
 }
 

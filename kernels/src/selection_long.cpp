@@ -20,23 +20,26 @@
 // kNanFlag.
 //
 // topk (build_topk_long): row element e = p * C + f (C = ceil(n / 128) per partition, G rows
-// side by side on the free axis). Stage 1 picks each partition's min(k, C) smallest pairs, one
-// per round of 7 VectorE instructions over the G x C chunk (min key; the smallest sec among
-// those holding it; that element removed). Stage 2 merges the 128 sorted candidate lists of a
-// row pairwise, 7 levels: a DMA brings the upper half of the active partitions' lists, reversed,
-// next to the lower half; the elementwise smaller of the two (7 instructions) holds the K
-// smallest of the union as a bitonic sequence, which log2(K) half-cleaner stages (9
-// instructions each) sort. Cost: k * 7 instructions over G * C elements plus 7 levels of
-// ~(7 + 9 log2 K) small instructions, instead of k * 8 over n elements on one lane.
+// side by side on the free axis, each chunk padded to Cp = 2^ceil(log2 C) slots). Stage 1 gives
+// each partition's min(k, C) smallest pairs in order (below). Stage 2 merges the 128 sorted
+// candidate lists of a row pairwise, 7 levels: a DMA brings the upper half of the active
+// partitions' lists, reversed, next to the lower half; the elementwise smaller of the two (6
+// instructions) holds the K smallest of the union as a bitonic sequence, which log2(K) half-cleaner
+// stages (8 instructions each) sort. Stage 1 sorts blocks of K slots of the chunk with the same
+// compare-exchange stages and merges them the same way, in-partition, down to one list of K;
+// up to four candidates are picked by rounds instead (7 instructions over the G x Cp chunk:
+// min key; the smallest sec among those holding it; that element removed). Cost: log2 K (log2 K +
+// 1) / 2 stages over G * C / 2 pairs plus the halving merges, and 7 levels of ~(6 + 8 log2 K) small
+// instructions, instead of k rounds of ~8 instructions over n elements on one lane.
 //
 // sort (build_sort_long): a bitonic sorting network over N = 2^L >= n elements, element
-// e = p * F + f (F = N / 128). A compare-exchange stage over partner distance 2^t is 9
+// e = p * F + f (F = N / 128). A compare-exchange stage over partner distance 2^t is 8
 // VectorE instructions over all N / 2 pairs of the G rows at once (strided access patterns
 // pick the lower and upper elements of every pair), plus one XOR with the phase's direction
 // mask while blocks alternate direction. Stages whose partner lives on another partition
 // (t >= log2 F) run after TensorE transposes of 128 x 128 blocks, which turn the partition
 // bits of e into free bits; the result is transposed back before the in-partition stages.
-// Cost: L (L + 1) / 2 stages of ~10 instructions over N / 2 pairs per partition lane group,
+// Cost: L (L + 1) / 2 stages of ~9 instructions over N / 2 pairs per partition lane group,
 // i.e. O(N log^2 N / 128) element-cycles, plus 2 (L - log2 F) transposes of the tile.
 #include <algorithm>
 #include <bit>
@@ -89,14 +92,14 @@ struct Pair {
   AP k, s;
 };
 
-// m0 = (x > y) lexicographically on (key, sec); m1, m2 scratch of the same shape.
+// m0 = (x > y) lexicographically on (key, sec): the secs' order where the keys are equal, else
+// the keys'. m1, m2 scratch of the same shape.
 void lex_greater(ProgramBuilder& b, const Pair& x, const Pair& y, const AP& m0, const AP& m1,
                  const AP& m2) {
   b.emit(kVector, isa::tensor_tensor(m0, x.k, y.k, AluOp::kIsGt));
   b.emit(kVector, isa::tensor_tensor(m1, x.k, y.k, AluOp::kIsEqual));
   b.emit(kVector, isa::tensor_tensor(m2, x.s, y.s, AluOp::kIsGt));
-  b.emit(kVector, isa::tensor_tensor(m1, m1, m2, AluOp::kLogicalAnd));
-  b.emit(kVector, isa::tensor_tensor(m0, m0, m1, AluOp::kLogicalOr));
+  b.emit(kVector, isa::select(m0, m1, m2, m0));
 }
 
 // One compare-exchange stage: (olo, ohi) = (lo, hi) ordered ascending, or descending where
@@ -249,11 +252,11 @@ double long_topk_cycles(int64_t rows, int64_t n, int64_t k, const CoreParams& co
     stage1 = p.k1 * 7.0 * instr(p.Cp);
   } else {
     const uint32_t lb = log2u(std::min(p.K, p.Cp));
-    stage1 = lb * (lb + 1) / 2.0 * 10.0 * instr(p.Cp / 2.0);
+    stage1 = lb * (lb + 1) / 2.0 * 9.0 * instr(p.Cp / 2.0);
     for (uint32_t size = p.Cp; size > p.K; size /= 2)
-      stage1 += 7.0 * instr(size / 2.0) + 9.0 * log2u(p.K) * instr(size / 4.0);
+      stage1 += 6.0 * instr(size / 2.0) + 8.0 * log2u(p.K) * instr(size / 4.0);
   }
-  const double level = (7.0 + 9.0 * log2u(p.K)) * instr(p.K) +
+  const double level = (6.0 + 8.0 * log2u(p.K)) * instr(p.K) +
                        core.vector.frequency_hz * core.dma.launch_latency_ns * 1e-9;  // DMA launch
   const int64_t groups = (rows + p.G - 1) / p.G;
   return static_cast<double>(groups) * (stage1 + 7.0 * level);
@@ -265,7 +268,7 @@ double long_sort_cycles(int64_t rows, int64_t n, const CoreParams& core) {
   const double lat = core.vector.pipeline_latency_cycles, ii = core.vector.min_ii_cycles;
   auto instr = [&](double elems) { return std::max(2.0 * p.G * elems, ii) + lat; };
   const uint32_t L = log2u(p.N), lf = log2u(p.F);
-  double cycles = L * (L + 1) / 2.0 * 10.0 * instr(p.F / 2.0);
+  double cycles = L * (L + 1) / 2.0 * 9.0 * instr(p.F / 2.0);
   // Phases with partition stages: there and back, keys and secs, one PSUM copy per bank of
   // transposed blocks (each after a TensorE round trip, ~2 pipeline latencies).
   const double bank = static_cast<double>(core.psum.bank_bytes() / 4);

@@ -90,22 +90,36 @@ struct Result {
 
 // Runs topk (k > 0) or sort (k == 0) on `rows` x n and checks every value and index (the
 // short-row kernel's values are not checked: its rounds do not order NaN).
+// `columns`: the tensors are stored [n, rows] and selected along dim 0 (strided rows).
 Result run_case(int64_t rows, int64_t n, int64_t k, bool descending, DType dt, uint32_t seed,
-                bool long_kernel = true) {
+                bool long_kernel = true, bool columns = false) {
   device::Device& dev = shared_device();
   const int64_t m = k > 0 ? k : n;
   const uint64_t es = device::dtype_size(dt);
   TensorDesc in{0, dt, {rows, n}, {n, 1}};
   TensorDesc vals{align(rows * n * es), dt, {rows, m}, {m, 1}};
   TensorDesc idx{vals.address + align(rows * m * es), DType::kInt32, {rows, m}, {m, 1}};
+  const int64_t dim = columns ? 0 : 1;
+  if (columns) {
+    in.sizes = {n, rows};
+    in.strides = {rows, 1};
+    vals.sizes = idx.sizes = {m, rows};
+    vals.strides = idx.strides = {rows, 1};
+  }
+  // Element j of row r at r * n + j in memory, or at j * rows + r with `columns`.
+  auto at = [&](int64_t r, int64_t j, int64_t len) { return columns ? j * rows + r : r * len + j; };
   const std::vector<float> x = make_rows(rows, n, seed);
+  std::vector<float> image(x.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) image[at(r, j, n)] = x[r * n + j];
   uint8_t* hbm = dev.hbm_data();
-  write_rows(hbm, dt, x);
+  write_rows(hbm, dt, image);
   const auto& core = dev.params().core;
   device::Program p =
-      k > 0 ? (long_kernel ? kernels::build_topk_long("topk", in, vals, idx, 1, k, descending, core)
-                           : kernels::build_topk("topk", in, vals, idx, 1, k, descending, core))
-            : kernels::build_sort_long("sort", in, vals, idx, 1, descending, core);
+      k > 0
+          ? (long_kernel ? kernels::build_topk_long("topk", in, vals, idx, dim, k, descending, core)
+                         : kernels::build_topk("topk", in, vals, idx, dim, k, descending, core))
+          : kernels::build_sort_long("sort", in, vals, idx, dim, descending, core);
   Result r;
   for (const auto& s : p.streams) r.instructions += s.instructions.size();
   r.seconds = dev.run(0, p).duration().ps * 1e-12;
@@ -117,8 +131,8 @@ Result run_case(int64_t rows, int64_t n, int64_t k, bool descending, DType dt, u
     const float* row = x.data() + r0 * n;
     const std::vector<int32_t> order = stable_order(row, n, descending);
     for (int64_t j = 0; j < m; ++j) {
-      const float want = row[order[j]], v = got_v[r0 * m + j];
-      const int32_t gi = got_i[r0 * m + j];
+      const float want = row[order[j]], v = got_v[at(r0, j, m)];
+      const int32_t gi = got_i[at(r0, j, m)];
       const bool value_ok = std::isnan(want) ? std::isnan(v) : v == want;
       if ((!value_ok || gi != order[j]) && bad++ < 5) {
         ADD_FAILURE() << "row " << r0 << " position " << j << ": device " << v << " @" << gi
@@ -148,6 +162,9 @@ TEST(SelectionKernel, LongTopkMatchesStableReference) {
   run_case(4, 32000, 3, false, DType::kBf16, 17);
   run_case(2, 50257, 4, true, DType::kFp32, 18);
   run_case(1, 7, 7, true, DType::kFp32, 16);
+  // Strided rows: [n, rows] selected along dim 0.
+  run_case(3, 5000, 50, true, DType::kFp32, 19, true, /*columns=*/true);
+  run_case(2, 3000, 2, false, DType::kBf16, 20, true, /*columns=*/true);
 }
 
 TEST(SelectionKernel, LongSortMatchesStableSort) {
@@ -162,6 +179,7 @@ TEST(SelectionKernel, LongSortMatchesStableSort) {
   run_case(2, 32000, 0, false, DType::kBf16, 22);
   run_case(1, 1025, 0, true, DType::kFp32, 23);
   run_case(2, 300, 0, false, DType::kFp32, 24);
+  run_case(3, 5000, 0, true, DType::kFp32, 25, true, /*columns=*/true);
 }
 
 TEST(SelectionKernel, LongTopkIsFarCheaperThanOneLanePerRow) {

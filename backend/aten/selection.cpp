@@ -130,14 +130,33 @@ NativeOpTable selection_ops() {
     ops.push_back({n,
                    [product](const OpInvocation& inv) {
                      const at::Tensor in = inv.tensor(0);
+                     const int64_t dim = dim_of(inv, in, 0);
+                     const int64_t n = in.dim() == 0 ? 1 : in.size(dim);
+                     if (n > kernels::max_scan_length(inv.core()))
+                       return Programs{kernels::build_scan_long(inv.name, inv.describe(in),
+                                                                inv.describe(inv.outputs.at(0)),
+                                                                dim, product, inv.core())};
                      return Programs{kernels::build_scan(inv.name, inv.describe(in),
-                                                         inv.describe(inv.outputs.at(0)),
-                                                         dim_of(inv, in, 0), product, inv.core())};
+                                                         inv.describe(inv.outputs.at(0)), dim,
+                                                         product, inv.core())};
                    },
                    [](const OpInvocation& inv) {
                      const at::Tensor in = inv.tensor(0);
-                     return in.defined() &&
-                            fits(inv, dim_of(inv, in, 0), kernels::max_scan_length(core_params()));
+                     if (!in.defined()) return false;
+                     const int64_t dim = dim_of(inv, in, 0);
+                     const device::CoreParams& core = core_params();
+                     if (fits(inv, dim, kernels::max_scan_length(core))) return true;
+                     // Long rows: 32- and 16-bit float data only (the carry moves through
+                     // TensorE).
+                     auto small_float = [](at::ScalarType t) {
+                       return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
+                     };
+                     bool floats = small_float(in.scalar_type());
+                     if (inv.has_arg("dtype") && !inv.arg("dtype").isNone())
+                       floats = floats && small_float(inv.arg("dtype").toScalarType());
+                     for (const at::Tensor& o : inv.outputs)
+                       floats = floats && (!o.defined() || small_float(o.scalar_type()));
+                     return floats && fits(inv, dim, kernels::max_long_scan_length(core));
                    }});
   }
   return ops;

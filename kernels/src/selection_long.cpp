@@ -656,4 +656,102 @@ Program build_sort_long(const std::string& name, const TensorDesc& in, const Ten
   return std::move(b).build();
 }
 
+int64_t max_long_scan_length(const CoreParams& core) {
+  // Two chunk buffers of C fp32 per row and partition, beside the small carry buffers.
+  const uint64_t P = core.sbuf.partitions, budget = core.sbuf.partition_bytes - 4096 - 8 * P;
+  const uint64_t C = std::min<uint64_t>((budget - 8) / 8, core.vector.max_free_elements_sbuf);
+  return std::min<int64_t>(kMaxLongLength, static_cast<int64_t>(C * P));
+}
+
+Program build_scan_long(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                        int64_t dim, bool product, const CoreParams& core) {
+  const RowView x = view_of(in, dim, "scan"), o = view_of(out, dim, "scan");
+  if (!is_float(in.dtype) || !is_float(out.dtype))
+    throw std::invalid_argument(
+        fmt::format("scan: the long-row scan takes float data, got {} -> {}", dtype_name(in.dtype),
+                    dtype_name(out.dtype)));
+  if (x.n > max_long_scan_length(core))
+    throw std::invalid_argument(
+        fmt::format("scan: {} elements per row exceed {}", x.n, max_long_scan_length(core)));
+  ProgramBuilder b(name, core);
+  if (x.rows == 0 || x.n == 0) return std::move(b).build();
+  const uint32_t P = core.sbuf.partitions;
+  const uint32_t C = static_cast<uint32_t>((x.n + P - 1) / P), n = static_cast<uint32_t>(x.n);
+  const uint32_t budget_rows =
+      static_cast<uint32_t>((core.sbuf.partition_bytes - 4096 - 8ull * P) / (8ull * C + 8));
+  const uint32_t G = static_cast<uint32_t>(std::min<uint64_t>(
+      {std::max<uint32_t>(budget_rows, 1), kLongRowGroup, static_cast<uint64_t>(x.rows),
+       std::max<uint64_t>(1, core.vector.max_free_elements_sbuf / C)}));
+  const AluOp op = product ? AluOp::kMultiply : AluOp::kAdd;
+  const float identity = product ? 1.0f : 0.0f;
+  uint64_t buf[2];
+  for (auto& a : buf) a = b.alloc_sbuf(uint64_t{G} * C * 4);
+  // Chunk totals [P, g] and their transposes [g, P] (two buffers for the scan over partitions).
+  const uint64_t tot = b.alloc_sbuf(uint64_t{G} * 4), offs = b.alloc_sbuf(uint64_t{G} * 4),
+                 tr[2] = {b.alloc_sbuf(uint64_t{P} * 4), b.alloc_sbuf(uint64_t{P} * 4)};
+  const uint64_t ps_t = b.alloc_psum_bank(), ps_o = b.alloc_psum_bank();
+  const StreamId qin = dma_queue(0), qout = dma_queue(1);
+  ProgramBuilder::Token tile_free;
+  for (int64_t r0 = 0; r0 < x.rows; r0 += G) {
+    const uint32_t g = static_cast<uint32_t>(std::min<int64_t>(G, x.rows - r0));
+    b.wait(qin, tile_free);
+    load_rows(b, qin, in, x, r0, g, C, C, buf[0]);
+    b.wait(kVector, b.mark(qin));
+    // Inclusive scan of each partition's chunk: Hillis-Steele, x[j] op= x[j - d] for d = 1, 2,
+    // 4, ... (the elements before d copied), between two buffers.
+    int cur = 0;
+    for (uint32_t d = 1; d < C; d *= 2) {
+      const uint64_t src = buf[cur], dst = buf[1 - cur];
+      b.emit(kVector, isa::tensor_tensor(sb(0, P, dst + d * 4, {{C, g}, {1, C - d}}),
+                                         sb(0, P, src + d * 4, {{C, g}, {1, C - d}}),
+                                         sb(0, P, src, {{C, g}, {1, C - d}}), op));
+      b.emit(kVector,
+             isa::tensor_copy(sb(0, P, dst, {{C, g}, {1, d}}), sb(0, P, src, {{C, g}, {1, d}})));
+      cur = 1 - cur;
+    }
+    // Exclusive scan of the chunk totals over partitions: transposed to one row per tile row,
+    // scanned along the free axis (identity first), transposed back.
+    const uint64_t a = buf[cur];
+    b.emit(kVector, isa::tensor_copy(sb(0, P, tot, {{1, g}}), sb(0, P, a + (C - 1) * 4, {{C, g}})));
+    b.wait(kTensor, b.mark(kVector));
+    b.emit(kTensor,
+           isa::transpose(isa::psum_tile(DType::kFp32, g, ps_t, P), sb(0, P, tot, {{1, g}})));
+    b.wait(kVector, b.mark(kTensor));
+    // tr[0] = [identity, t0, t1, ..., t_{P-2}]: the scan of it is exclusive.
+    b.emit(kVector, isa::memset(sb(0, g, tr[0], {{1, 1}}), identity));
+    b.emit(kVector, isa::tensor_copy(sb(0, g, tr[0] + 4, {{1, P - 1}}),
+                                     isa::psum_tile(DType::kFp32, g, ps_t, P - 1)));
+    int tc = 0;
+    for (uint32_t d = 1; d < P; d *= 2) {
+      const uint64_t src = tr[tc], dst = tr[1 - tc];
+      b.emit(kVector, isa::tensor_tensor(sb(0, g, dst + d * 4, {{1, P - d}}),
+                                         sb(0, g, src + d * 4, {{1, P - d}}),
+                                         sb(0, g, src, {{1, P - d}}), op));
+      b.emit(kVector, isa::tensor_copy(sb(0, g, dst, {{1, d}}), sb(0, g, src, {{1, d}})));
+      tc = 1 - tc;
+    }
+    b.wait(kTensor, b.mark(kVector));
+    b.emit(kTensor,
+           isa::transpose(isa::psum_tile(DType::kFp32, P, ps_o, g), sb(0, g, tr[tc], {{1, P}})));
+    b.wait(kVector, b.mark(kTensor));
+    b.emit(kVector,
+           isa::tensor_copy(sb(0, P, offs, {{1, g}}), isa::psum_tile(DType::kFp32, P, ps_o, g)));
+    b.emit(kVector, isa::tensor_tensor(sb(0, P, a, {{C, g}, {1, C}}), sb(0, P, a, {{C, g}, {1, C}}),
+                                       sb(0, P, offs, {{1, g}, {0, C}}), op));
+    b.wait(qout, b.mark(kVector));
+    const uint32_t full = n / C, tail = n % C;
+    if (full > 0)
+      b.emit(qout, isa::dma_copy(hbm_ap(out, r0 * o.row_stride, full, int64_t{C} * o.stride,
+                                        {{o.row_stride, g}, {o.stride, C}}),
+                                 sb(0, full, a, {{C, g}, {1, C}})));
+    if (tail > 0)
+      b.emit(qout, isa::dma_copy(hbm_ap(out, r0 * o.row_stride + int64_t{full} * C * o.stride, 1, 0,
+                                        {{o.row_stride, g}, {o.stride, tail}}),
+                                 sb(full, 1, a, {{C, g}, {1, tail}})));
+    tile_free = b.mark(qout);
+    b.wait(kVector, tile_free);
+  }
+  return std::move(b).build();
+}
+
 }  // namespace neuronsim::kernels

@@ -1,6 +1,7 @@
-"""topk and sort over long rows (vocab-sized, as Hugging Face sampling does every token) run on
-the device's long-row kernels (kernels/selection.h, Note [Long-row selection]) and equal CPU
-exactly; a tiny Llama's sampling generate keeps topk and sort off the CPU fallback.
+"""topk, sort and cumsum over long rows (vocab-sized, as Hugging Face sampling does every
+token) run on the device's long-row kernels (kernels/selection.h, Note [Long-row selection]):
+topk and sort equal CPU exactly, cumsum within fp32 rounding; a tiny Llama's sampling generate
+keeps all three off the CPU fallback.
 """
 
 import warnings
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 SELECTION = {"aten::topk", "aten::sort"}
+SAMPLING = SELECTION | {"aten::cumsum"}
 
 
 def _base(names):
@@ -40,6 +42,31 @@ def test_vocab_rows_topk_and_sort_native_and_equal_cpu(shape, dtype):
         assert ran == {"aten::sort"}
         ran = _check_native(lambda t, d=descending: torch.sort(t, dim=-1, descending=d), x)
         assert ran == {"aten::sort"}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_vocab_row_cumsum_and_cumprod_native(dtype):
+    torch.manual_seed(0)
+    probs = torch.rand(8, 32000).softmax(-1).to(dtype)
+    for fn in (lambda t: t.cumsum(-1), lambda t: (1 + t / 4).cumprod(-1)):
+        neuronsim.clear_op_tracking()
+        got = fn(probs.to("neuron"))
+        assert _base(neuronsim.get_fallback_ops()) & {"aten::cumsum", "aten::cumprod"} == set()
+        torch.testing.assert_close(got.cpu(), fn(probs))
+
+
+def test_vocab_row_cumsum_values_in_isa_mode():
+    """ISA mode: the long-row scan's program computes the values (fp32 reassociation only)."""
+    from neuronsim import _C
+
+    torch.manual_seed(0)
+    x = torch.rand(3, 50257)
+    _C._set_isa_mode(True)
+    try:
+        got = x.to("neuron").cumsum(-1).cpu()
+    finally:
+        _C._set_isa_mode(False)
+    torch.testing.assert_close(got, x.cumsum(-1), rtol=2e-5, atol=1e-5)
 
 
 def _sim_us(fn):
@@ -80,7 +107,7 @@ def _tiny_llama():
     return model
 
 
-def test_llama_sampling_generate_matches_cpu_without_selection_fallback():
+def test_llama_sampling_generate_matches_cpu_without_sampling_fallback():
     model = _tiny_llama()
     ids = torch.tensor([[1, 306, 4658, 278, 6593]])
     kwargs = dict(do_sample=True, top_k=50, top_p=0.9, max_new_tokens=8, pad_token_id=0)
@@ -93,6 +120,6 @@ def test_llama_sampling_generate_matches_cpu_without_selection_fallback():
             warnings.simplefilter("ignore")
             torch.manual_seed(123)
             got = dev_model.generate(ids.to("neuron"), **kwargs)
-    assert _base(neuronsim.get_fallback_ops()) & SELECTION == set()
-    assert SELECTION <= _base(neuronsim.get_executed_ops())
+    assert _base(neuronsim.get_fallback_ops()) & SAMPLING == set()
+    assert SAMPLING <= _base(neuronsim.get_executed_ops())
     assert torch.equal(got.cpu(), want)

@@ -68,6 +68,16 @@ int64_t max_long_sort_length(const device::CoreParams& core);
 device::Program build_scan(const std::string& name, const TensorDesc& in, const TensorDesc& out,
                            int64_t dim, bool product, const device::CoreParams& core);
 
+/// Inclusive scan of long float rows (build_scan's result) with the row spread over all
+/// partitions: each partition scans its chunk (Hillis-Steele, log2 of the chunk steps), the
+/// chunk totals are scanned across partitions after a TensorE transpose and added back. The
+/// summation order differs from a sequential scan (fp32 rounding). Throws
+/// std::invalid_argument for integer data or rows over max_long_scan_length.
+device::Program build_scan_long(const std::string& name, const TensorDesc& in,
+                                const TensorDesc& out, int64_t dim, bool product,
+                                const device::CoreParams& core);
+int64_t max_long_scan_length(const device::CoreParams& core);
+
 /// The largest n each kernel takes: the row and its work buffers stay in SBUF.
 int64_t max_selection_length(const device::CoreParams& core);
 int64_t max_scan_length(const device::CoreParams& core);

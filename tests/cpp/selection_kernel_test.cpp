@@ -165,6 +165,9 @@ TEST(SelectionKernel, LongTopkMatchesStableReference) {
   // Strided rows: [n, rows] selected along dim 0.
   run_case(3, 5000, 50, true, DType::kFp32, 19, true, /*columns=*/true);
   run_case(2, 3000, 2, false, DType::kBf16, 20, true, /*columns=*/true);
+  // More rows than one tile takes (16): a second row group reuses the buffers.
+  run_case(20, 4096, 50, true, DType::kFp32, 27);
+  run_case(18, 4096, 3, true, DType::kFp32, 28);
 }
 
 TEST(SelectionKernel, LongSortMatchesStableSort) {
@@ -180,6 +183,8 @@ TEST(SelectionKernel, LongSortMatchesStableSort) {
   run_case(1, 1025, 0, true, DType::kFp32, 23);
   run_case(2, 300, 0, false, DType::kFp32, 24);
   run_case(3, 5000, 0, true, DType::kFp32, 25, true, /*columns=*/true);
+  // More rows than one tile takes (16): a second row group reuses the buffers.
+  run_case(20, 1500, 0, false, DType::kFp32, 26);
 }
 
 TEST(SelectionKernel, LongTopkIsFarCheaperThanOneLanePerRow) {
@@ -283,6 +288,7 @@ TEST(SelectionKernel, LongScanMatchesSequentialScan) {
   run_scan(2, 50257, true, DType::kFp32, 52);
   run_scan(2, 32000, false, DType::kBf16, 53);
   run_scan(1, 129, false, DType::kFp32, 54);
+  run_scan(20, 7000, false, DType::kFp32, 56, true);
   // HF's TopP warper: the cumsum of one sorted 32000-long probability row.
   const double s = run_scan(1, 32000, false, DType::kFp32, 55);
   std::printf("cumsum [1, 32000]: %.1f us\n", s * 1e6);

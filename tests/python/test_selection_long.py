@@ -52,7 +52,9 @@ def test_vocab_row_cumsum_and_cumprod_native(dtype):
         neuronsim.clear_op_tracking()
         got = fn(probs.to("neuron"))
         assert _base(neuronsim.get_fallback_ops()) & {"aten::cumsum", "aten::cumprod"} == set()
-        torch.testing.assert_close(got.cpu(), fn(probs))
+        # ISA mode computes the values with reassociated sums (products): fp32 rounding apart.
+        tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {}
+        torch.testing.assert_close(got.cpu(), fn(probs), **tol)
 
 
 def test_vocab_row_cumsum_values_in_isa_mode():

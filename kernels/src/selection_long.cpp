@@ -67,6 +67,7 @@ constexpr float kPadFlag = 8388608.0f;  // 2^23: sec offset of padding (after ev
 constexpr float kGone = 3.0e38f;        // sec of removed elements and empty candidate slots
 constexpr int64_t kMaxLongLength = int64_t{1} << 22;  // e < kNanFlag
 constexpr uint32_t kLongRowGroup = 16;                // at most this many rows per tile
+constexpr uint64_t kAlignSlack = 24 * 64;  // SBUF allocations are 64-byte aligned (< 24 of them)
 
 AP sb(uint32_t start, uint32_t parts, uint64_t off, std::initializer_list<Dim> dims) {
   return isa::sbuf(DType::kFp32, start, parts, off, dims);
@@ -190,7 +191,7 @@ TopkPlan topk_plan(int64_t n, int64_t k, int64_t rows, const CoreParams& core) {
   // partner lists and three masks of K slots (chunk-pair sized for stage 1's network). Shared:
   // the element indices, the valid mask, the pair indices and the direction mask.
   const uint64_t per_row = 20ull * p.Cp + 24ull * p.K + 12ull * std::max(p.K, p.Cp / 2);
-  const uint64_t shared = 16ull * p.Cp + 256;
+  const uint64_t shared = 16ull * p.Cp + kAlignSlack;
   const uint64_t budget = core.sbuf.partition_bytes;
   p.G = per_row + shared > budget ? 0
                                   : static_cast<uint32_t>(std::min<uint64_t>(
@@ -216,7 +217,7 @@ SortPlan sort_plan(int64_t n, int64_t rows, const CoreParams& core) {
   // Per row: two key/sec buffers in each layout and three masks. Shared: indices and
   // direction masks.
   const uint64_t per_row = 16ull * p.F + 16ull * p.TF + 6ull * std::max(p.F, p.TF);
-  const uint64_t shared = 12ull * p.F + 4ull * p.TF + 1024;
+  const uint64_t shared = 12ull * p.F + 4ull * p.TF + kAlignSlack;
   const uint64_t budget = core.sbuf.partition_bytes;
   p.G = per_row + shared > budget ? 0
                                   : static_cast<uint32_t>(std::min<uint64_t>(

@@ -310,6 +310,21 @@ TEST(SelectionKernel, LongKernelsRejectBadInput) {
   EXPECT_FALSE(kernels::long_topk_fits(100, 101, core));
   // trn1: rows of 2^18 (2048 per partition, two rows per tile) still fit SBUF.
   EXPECT_EQ(kernels::max_long_sort_length(core), int64_t{1} << 18);
+  // Whatever the fit checks accept builds (SBUF allocation included), up to the limits.
+  for (int64_t n : {int64_t{1} << 16, int64_t{1} << 19, int64_t{1} << 21, int64_t{3000000}}) {
+    for (int64_t k : {int64_t{50}, int64_t{1024}}) {
+      if (!kernels::long_topk_fits(n, k, core)) continue;
+      TensorDesc row{0, DType::kFp32, {3, n}, {n, 1}}, res{0, DType::kFp32, {3, k}, {k, 1}};
+      EXPECT_NO_THROW(kernels::build_topk_long("topk", row, res, res, 1, k, true, core)) << n;
+    }
+  }
+  for (int64_t n : {kernels::max_long_sort_length(core), kernels::max_long_scan_length(core)}) {
+    TensorDesc row{0, DType::kFp32, {3, n}, {n, 1}};
+    EXPECT_NO_THROW(n == kernels::max_long_sort_length(core)
+                        ? kernels::build_sort_long("sort", row, row, row, 1, true, core)
+                        : kernels::build_scan_long("scan", row, row, 1, false, core))
+        << n;
+  }
   TensorDesc ints{0, DType::kInt32, {2, 50000}, {50000, 1}};
   EXPECT_THROW(kernels::build_scan_long("scan", ints, ints, 1, false, core), std::invalid_argument);
   EXPECT_TRUE(kernels::long_topk_fits(150000, 50, core));

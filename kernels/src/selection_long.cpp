@@ -93,6 +93,41 @@ struct Pair {
   AP k, s;
 };
 
+// The three compare masks of a stage. m0 and m1 live in PSUM when they fit: VectorE's
+// predicated copies (the four selects of a compare-exchange) take N cycles with the predicate in
+// PSUM and the data in SBUF instead of 2N, and so do a select and an XOR with one PSUM input
+// (ISA-2.26 tensor_copy_predicated, tensor_tensor). m2 stays in SBUF so the select combining
+// the masks reads one operand from each.
+struct Masks {
+  bool psum = false;
+  uint64_t off[3] = {0, 0, 0};
+  AP at(int i, uint32_t parts, uint32_t count) const {
+    if (psum && i < 2) return isa::psum_tile(DType::kFp32, parts, off[i], count);
+    return sb(0, parts, off[i], {{1, count}});
+  }
+  void get(uint32_t parts, uint32_t count, AP out[3]) const {
+    for (int i = 0; i < 3; ++i) out[i] = at(i, parts, count);
+  }
+};
+
+// Allocates masks of `count` fp32 per partition: m0 and m1 in PSUM banks when both fit.
+Masks alloc_masks(ProgramBuilder& b, uint64_t count, uint32_t psum_banks_free,
+                  const CoreParams& core) {
+  Masks m;
+  const uint64_t bank = core.psum.bank_bytes();
+  const uint64_t banks_each = (count * 4 + bank - 1) / bank;
+  m.psum = count <= core.vector.max_free_elements_psum && 2 * banks_each <= psum_banks_free;
+  for (int i = 0; i < 3; ++i) {
+    if (m.psum && i < 2) {
+      m.off[i] = b.alloc_psum_bank();
+      for (uint64_t j = 1; j < banks_each; ++j) b.alloc_psum_bank();
+    } else {
+      m.off[i] = b.alloc_sbuf(count * 4);
+    }
+  }
+  return m;
+}
+
 // m0 = (x > y) lexicographically on (key, sec): the secs' order where the keys are equal, else
 // the keys'. m1, m2 scratch of the same shape.
 void lex_greater(ProgramBuilder& b, const Pair& x, const Pair& y, const AP& m0, const AP& m1,
@@ -170,6 +205,17 @@ void check_long(const RowView& x, const char* what) {
         fmt::format("{}: {} elements per row exceed {}", what, x.n, kMaxLongLength));
 }
 
+// The fp32 elements per partition each of two PSUM masks gets from `banks` banks.
+uint64_t psum_mask_floats(const CoreParams& core, uint32_t banks) {
+  return std::min<uint64_t>(banks / 2 * core.psum.bank_bytes() / 4,
+                            core.vector.max_free_elements_psum);
+}
+
+// PSUM banks the sort's transposes use (the others hold masks).
+uint32_t sort_transpose_banks(const CoreParams& core) {
+  return std::max<uint32_t>(1, core.psum.banks / 2);
+}
+
 // The topk plan: C elements of a row per partition, in a chunk of Cp = 2^m slots; K candidate
 // slots (k rounded up to a power of two); G rows per tile. Stage 1 picks each chunk's
 // candidates by rounds (few candidates) or by sorting blocks of min(K, Cp) and merging them
@@ -199,6 +245,9 @@ TopkPlan topk_plan(int64_t n, int64_t k, int64_t rows, const CoreParams& core) {
                                          static_cast<uint64_t>(std::max<int64_t>(rows, 1))}));
   // One instruction's free size is bounded.
   while (p.G > 1 && uint64_t{p.G} * std::max(p.Cp, p.K) > core.vector.max_free_elements_sbuf) --p.G;
+  // Rows whose masks fit PSUM (Masks): no more rows per tile than keep them there.
+  const uint64_t g_psum = psum_mask_floats(core, core.psum.banks) / std::max(p.K, p.Cp / 2);
+  if (g_psum >= 1) p.G = static_cast<uint32_t>(std::min<uint64_t>(p.G, g_psum));
   return p;
 }
 
@@ -224,6 +273,9 @@ SortPlan sort_plan(int64_t n, int64_t rows, const CoreParams& core) {
                                         {(budget - shared) / per_row, kLongRowGroup,
                                          static_cast<uint64_t>(std::max<int64_t>(rows, 1))}));
   while (p.G > 1 && uint64_t{p.G} * p.TF > core.vector.max_free_elements_sbuf) --p.G;
+  const uint64_t g_psum = psum_mask_floats(core, core.psum.banks - sort_transpose_banks(core)) /
+                          (std::max(p.F, p.TF) / 2);
+  if (g_psum >= 1) p.G = static_cast<uint32_t>(std::min<uint64_t>(p.G, g_psum));
   return p;
 }
 
@@ -234,30 +286,47 @@ bool long_topk_fits(int64_t n, int64_t k, const CoreParams& core) {
          topk_plan(n, k, 1, core).G > 0;
 }
 
-// Per instruction: its elements (fp32 tensor_tensor and select take 2 cycles per element) or the
-// minimum initiation interval, plus the pipeline latency of the dependent chain.
+// Per instruction: its elements (fp32 tensor_tensor and select take 2 cycles per element,
+// tensor_scalar and tensor_reduce 1) or the minimum initiation interval, plus the pipeline
+// latency of the dependent chain: build_topk's round is select, reduce, tensor_scalar,
+// tensor_tensor, select, reduce, tensor_scalar, tensor_tensor.
 double short_topk_cycles(int64_t rows, int64_t n, int64_t k, const CoreParams& core) {
-  const double per =
-      std::max<double>(2.0 * n, core.vector.min_ii_cycles) + core.vector.pipeline_latency_cycles;
+  double round = 0;
+  for (double per_elem : {2, 1, 1, 2, 2, 1, 1, 2})
+    round += std::max<double>(per_elem * static_cast<double>(n), core.vector.min_ii_cycles) +
+             core.vector.pipeline_latency_cycles;
   const int64_t tiles = (rows + core.sbuf.partitions - 1) / core.sbuf.partitions;
-  return static_cast<double>(tiles) * static_cast<double>(k) * 8.0 * per;
+  return static_cast<double>(tiles) * static_cast<double>(k) * round;
 }
+
+// The compare-exchange stages' instructions, with the masks in PSUM (Masks): three compares at 2
+// cycles per element, the selects (and the direction XOR) at 1.
+struct StageCost {
+  double lat, ii, G;
+  double at(double per_elem, double elems) const {
+    return std::max(per_elem * G * elems, ii) + lat;
+  }
+  double exchange(double pairs, bool dir) const {
+    return 3 * at(2, pairs) + (dir ? 6 : 5) * at(1, pairs);
+  }
+  double min_step(double pairs) const { return 3 * at(2, pairs) + 3 * at(1, pairs); }
+};
 
 double long_topk_cycles(int64_t rows, int64_t n, int64_t k, const CoreParams& core) {
   const TopkPlan p = topk_plan(n, k, rows, core);
   if (p.G == 0) return std::numeric_limits<double>::infinity();
-  const double lat = core.vector.pipeline_latency_cycles, ii = core.vector.min_ii_cycles;
-  auto instr = [&](double elems) { return std::max(2.0 * p.G * elems, ii) + lat; };
+  const StageCost c{static_cast<double>(core.vector.pipeline_latency_cycles),
+                    static_cast<double>(core.vector.min_ii_cycles), static_cast<double>(p.G)};
   double stage1 = 0;
   if (p.rounds) {
-    stage1 = p.k1 * 7.0 * instr(p.Cp);
+    stage1 = p.k1 * (2 * c.at(1, p.Cp) + 5 * c.at(2, p.Cp));
   } else {
     const uint32_t lb = log2u(std::min(p.K, p.Cp));
-    stage1 = lb * (lb + 1) / 2.0 * 9.0 * instr(p.Cp / 2.0);
+    stage1 = lb * (lb + 1) / 2.0 * c.exchange(p.Cp / 2.0, true);
     for (uint32_t size = p.Cp; size > p.K; size /= 2)
-      stage1 += 6.0 * instr(size / 2.0) + 8.0 * log2u(p.K) * instr(size / 4.0);
+      stage1 += c.min_step(size / 2.0) + log2u(p.K) * c.exchange(size / 4.0, false);
   }
-  const double level = (6.0 + 8.0 * log2u(p.K)) * instr(p.K) +
+  const double level = c.min_step(p.K) + log2u(p.K) * c.exchange(p.K / 2.0, false) +
                        core.vector.frequency_hz * core.dma.launch_latency_ns * 1e-9;  // DMA launch
   const int64_t groups = (rows + p.G - 1) / p.G;
   return static_cast<double>(groups) * (stage1 + 7.0 * level);
@@ -266,15 +335,15 @@ double long_topk_cycles(int64_t rows, int64_t n, int64_t k, const CoreParams& co
 double long_sort_cycles(int64_t rows, int64_t n, const CoreParams& core) {
   const SortPlan p = sort_plan(n, rows, core);
   if (p.G == 0) return std::numeric_limits<double>::infinity();
-  const double lat = core.vector.pipeline_latency_cycles, ii = core.vector.min_ii_cycles;
-  auto instr = [&](double elems) { return std::max(2.0 * p.G * elems, ii) + lat; };
+  const StageCost c{static_cast<double>(core.vector.pipeline_latency_cycles),
+                    static_cast<double>(core.vector.min_ii_cycles), static_cast<double>(p.G)};
   const uint32_t L = log2u(p.N), lf = log2u(p.F);
-  double cycles = L * (L + 1) / 2.0 * 9.0 * instr(p.F / 2.0);
+  double cycles = L * (L + 1) / 2.0 * c.exchange(p.F / 2.0, true);
   // Phases with partition stages: there and back, keys and secs, one PSUM copy per bank of
   // transposed blocks (each after a TensorE round trip, ~2 pipeline latencies).
   const double bank = static_cast<double>(core.psum.bank_bytes() / 4);
   const double copies = 2.0 * p.G * (std::ceil(p.TF / bank) + std::ceil(p.F / bank));
-  cycles += (L - lf) * copies * (std::max<double>(p.F, ii) + 3.0 * lat);
+  cycles += (L - lf) * copies * (std::max<double>(p.F, c.ii) + 3.0 * c.lat);
   const int64_t groups = (rows + p.G - 1) / p.G;
   return static_cast<double>(groups) * cycles;
 }
@@ -308,7 +377,7 @@ Program build_topk_long(const std::string& name, const TensorDesc& in, const Ten
   const uint64_t e_off = b.alloc_sbuf(uint64_t{Cp} * 4), valid_off = b.alloc_sbuf(uint64_t{Cp} * 4),
                  q_off = b.alloc_sbuf(uint64_t{Cp} * 2), dir_off = b.alloc_sbuf(uint64_t{Cp} * 2),
                  w_off = b.alloc_sbuf(uint64_t{G} * Cp * 4);
-  uint64_t xk[2], xs[2], ck[2], cs[2], m_off[3];
+  uint64_t xk[2], xs[2], ck[2], cs[2];
   for (int i = 0; i < 2; ++i) {
     xk[i] = b.alloc_sbuf(uint64_t{G} * Cp * 4);
     xs[i] = b.alloc_sbuf(uint64_t{G} * Cp * 4);
@@ -316,7 +385,7 @@ Program build_topk_long(const std::string& name, const TensorDesc& in, const Ten
     cs[i] = b.alloc_sbuf(uint64_t{G} * K * 4);
   }
   const uint64_t bk = b.alloc_sbuf(uint64_t{G} * K * 4), bs = b.alloc_sbuf(uint64_t{G} * K * 4);
-  for (auto& m : m_off) m = b.alloc_sbuf(uint64_t{G} * std::max(K, Cp / 2) * 4);
+  const Masks masks = alloc_masks(b, uint64_t{G} * std::max(K, Cp / 2), core.psum.banks, core);
   const StreamId qin = dma_queue(0), qout = dma_queue(1), qk = dma_queue(2), qs = dma_queue(3);
 
   // e = p C + f over the chunk's Cp slots; slots f >= C and elements e >= n are padding.
@@ -386,9 +455,8 @@ Program build_topk_long(const std::string& name, const TensorDesc& in, const Ten
             return Pair{sb(0, P, xk[buf] + shift * 4, {{Cp, g}, {2 * d, blocks}, {1, d}}),
                         sb(0, P, xs[buf] + shift * 4, {{Cp, g}, {2 * d, blocks}, {1, d}})};
           };
-          const AP mk[3] = {sb(0, P, m_off[0], {{1, g * Cp / 2}}),
-                            sb(0, P, m_off[1], {{1, g * Cp / 2}}),
-                            sb(0, P, m_off[2], {{1, g * Cp / 2}})};
+          AP mk[3];
+          masks.get(P, g * Cp / 2, mk);
           compare_exchange(b, side(cur, 0), side(cur, d), side(1 - cur, 0), side(1 - cur, d), mk,
                            dir_needed ? &dir : nullptr);
           cur = 1 - cur;
@@ -405,9 +473,8 @@ Program build_topk_long(const std::string& name, const TensorDesc& in, const Ten
                       sb(0, P, xs[cur] + (2 * B - 1) * 4, {{Cp, g}, {2 * B, h}, {-1, B}})};
         const Pair out{sb(0, P, xk[1 - cur], {{Cp, g}, {B, h}, {1, B}}),
                        sb(0, P, xs[1 - cur], {{Cp, g}, {B, h}, {1, B}})};
-        const AP mk[3] = {sb(0, P, m_off[0], {{1, g * h * B}}),
-                          sb(0, P, m_off[1], {{1, g * h * B}}),
-                          sb(0, P, m_off[2], {{1, g * h * B}})};
+        AP mk[3];
+        masks.get(P, g * h * B, mk);
         lex_greater(b, ev, od, mk[0], mk[1], mk[2]);
         b.emit(kVector, isa::select(out.k, mk[0], od.k, ev.k));
         b.emit(kVector, isa::select(out.s, mk[0], od.s, ev.s));
@@ -418,9 +485,8 @@ Program build_topk_long(const std::string& name, const TensorDesc& in, const Ten
             return Pair{sb(0, P, xk[buf] + shift * 4, {{Cp, g}, {2 * d, blocks}, {1, d}}),
                         sb(0, P, xs[buf] + shift * 4, {{Cp, g}, {2 * d, blocks}, {1, d}})};
           };
-          const AP mh[3] = {sb(0, P, m_off[0], {{1, g * h * B / 2}}),
-                            sb(0, P, m_off[1], {{1, g * h * B / 2}}),
-                            sb(0, P, m_off[2], {{1, g * h * B / 2}})};
+          AP mh[3];
+          masks.get(P, g * h * B / 2, mh);
           compare_exchange(b, side(cur, 0), side(cur, d), side(1 - cur, 0), side(1 - cur, d), mh,
                            nullptr);
           cur = 1 - cur;
@@ -452,8 +518,8 @@ Program build_topk_long(const std::string& name, const TensorDesc& in, const Ten
       b.wait(kVector, b.mark(qs));
       const Pair a{sb(0, H, ck[cur], {{K, g}, {1, K}}), sb(0, H, cs[cur], {{K, g}, {1, K}})};
       const Pair other{sb(0, H, bk, {{K, g}, {1, K}}), sb(0, H, bs, {{K, g}, {1, K}})};
-      const AP mk[3] = {sb(0, H, m_off[0], {{1, g * K}}), sb(0, H, m_off[1], {{1, g * K}}),
-                        sb(0, H, m_off[2], {{1, g * K}})};
+      AP mk[3];
+      masks.get(H, g * K, mk);
       // The K smallest of the two lists, as a bitonic sequence.
       lex_greater(b, a, other, mk[0], mk[1], mk[2]);
       b.emit(kVector, isa::select(a.k, mk[0], other.k, a.k));
@@ -465,9 +531,8 @@ Program build_topk_long(const std::string& name, const TensorDesc& in, const Ten
           return Pair{sb(0, H, ck[buf] + shift * 4, {{K, g}, {2 * d, blocks}, {1, d}}),
                       sb(0, H, cs[buf] + shift * 4, {{K, g}, {2 * d, blocks}, {1, d}})};
         };
-        const AP mh[3] = {sb(0, H, m_off[0], {{1, g * K / 2}}),
-                          sb(0, H, m_off[1], {{1, g * K / 2}}),
-                          sb(0, H, m_off[2], {{1, g * K / 2}})};
+        AP mh[3];
+        masks.get(H, g * K / 2, mh);
         compare_exchange(b, side(cur, 0), side(cur, d), side(1 - cur, 0), side(1 - cur, d), mh,
                          nullptr);
         cur = 1 - cur;
@@ -475,7 +540,7 @@ Program build_topk_long(const std::string& name, const TensorDesc& in, const Ten
     }
     // Partition 0 holds each row's K smallest pairs in order.
     const Pair res{sb(0, 1, ck[cur], {{1, g * K}}), sb(0, 1, cs[cur], {{1, g * K}})};
-    finish_keys(b, res, sb(0, 1, m_off[0], {{1, g * K}}), smallest_first);
+    finish_keys(b, res, masks.at(2, 1, g * K), smallest_first);
     b.wait(qout, b.mark(kVector));
     b.emit(qout,
            isa::dma_copy(hbm_ap(values, r0 * vo.row_stride, g, vo.row_stride, {{vo.stride, kk}}),
@@ -506,15 +571,17 @@ Program build_sort_long(const std::string& name, const TensorDesc& in, const Ten
   const uint64_t e_off = b.alloc_sbuf(uint64_t{F} * 4), valid_off = b.alloc_sbuf(uint64_t{F} * 4),
                  q_off = b.alloc_sbuf(uint64_t{F} * 2), qt_off = b.alloc_sbuf(uint64_t{TF} * 2),
                  dir_off = b.alloc_sbuf(uint64_t{F} * 2), dirt_off = b.alloc_sbuf(uint64_t{TF} * 2);
-  uint64_t ok[2], os[2], tk[2], ts[2], m_off[3];
+  uint64_t ok[2], os[2], tk[2], ts[2];
   for (int i = 0; i < 2; ++i) {
     ok[i] = b.alloc_sbuf(uint64_t{G} * F * 4);
     os[i] = b.alloc_sbuf(uint64_t{G} * F * 4);
     tk[i] = b.alloc_sbuf(uint64_t{G} * TF * 4);
     ts[i] = b.alloc_sbuf(uint64_t{G} * TF * 4);
   }
-  for (auto& m : m_off) m = b.alloc_sbuf(uint64_t{G} * std::max(F, TF) * 2);
-  const uint32_t banks = std::min<uint32_t>(core.psum.banks, 8);
+  // Half the PSUM banks for the transposes, the other half for the masks.
+  const uint32_t banks = sort_transpose_banks(core);
+  const Masks masks =
+      alloc_masks(b, uint64_t{G} * std::max(F, TF) / 2, core.psum.banks - banks, core);
   std::vector<uint64_t> psum(banks);
   for (auto& p : psum) p = b.alloc_psum_bank();
   const uint32_t bank_floats = static_cast<uint32_t>(core.psum.bank_bytes() / 4);
@@ -601,9 +668,8 @@ Program build_sort_long(const std::string& name, const TensorDesc& in, const Ten
             return Pair{sb(0, E, tk[buf] + shift * 4, {{TF, g}, {2 * d, blocks}, {1, d}}),
                         sb(0, E, ts[buf] + shift * 4, {{TF, g}, {2 * d, blocks}, {1, d}})};
           };
-          const AP mk[3] = {sb(0, E, m_off[0], {{1, g * TF / 2}}),
-                            sb(0, E, m_off[1], {{1, g * TF / 2}}),
-                            sb(0, E, m_off[2], {{1, g * TF / 2}})};
+          AP mk[3];
+          masks.get(E, g * TF / 2, mk);
           compare_exchange(b, side(tc, 0), side(tc, d), side(1 - tc, 0), side(1 - tc, d), mk,
                            s < L ? &dir : nullptr);
           tc = 1 - tc;
@@ -624,9 +690,8 @@ Program build_sort_long(const std::string& name, const TensorDesc& in, const Ten
           return Pair{sb(0, P, ok[buf] + shift * 4, {{F, g}, {2 * d, blocks}, {1, d}}),
                       sb(0, P, os[buf] + shift * 4, {{F, g}, {2 * d, blocks}, {1, d}})};
         };
-        const AP mk[3] = {sb(0, P, m_off[0], {{1, g * F / 2}}),
-                          sb(0, P, m_off[1], {{1, g * F / 2}}),
-                          sb(0, P, m_off[2], {{1, g * F / 2}})};
+        AP mk[3];
+        masks.get(P, g * F / 2, mk);
         compare_exchange(b, side(cur, 0), side(cur, d), side(1 - cur, 0), side(1 - cur, d), mk,
                          s < L ? &dir : nullptr);
         cur = 1 - cur;

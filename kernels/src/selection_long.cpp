@@ -20,17 +20,17 @@
 // kNanFlag.
 //
 // topk (build_topk_long): row element e = p * C + f (C = ceil(n / 128) per partition, G rows
-// side by side on the free axis, each chunk padded to Cp = 2^ceil(log2 C) slots). Stage 1 gives
-// each partition's min(k, C) smallest pairs in order (below). Stage 2 merges the 128 sorted
-// candidate lists of a row pairwise, 7 levels: a DMA brings the upper half of the active
-// partitions' lists, reversed, next to the lower half; the elementwise smaller of the two (6
-// instructions) holds the K smallest of the union as a bitonic sequence, which log2(K) half-cleaner
-// stages (8 instructions each) sort. Stage 1 sorts blocks of K slots of the chunk with the same
-// compare-exchange stages and merges them the same way, in-partition, down to one list of K;
-// up to four candidates are picked by rounds instead (7 instructions over the G x Cp chunk:
-// min key; the smallest sec among those holding it; that element removed). Cost: log2 K (log2 K +
-// 1) / 2 stages over G * C / 2 pairs plus the halving merges, and 7 levels of ~(6 + 8 log2 K) small
-// instructions, instead of k rounds of ~8 instructions over n elements on one lane.
+// side by side on the free axis, each chunk padded to Cp = 2^ceil(log2 C) slots).
+// - Stage 1, per partition: sort blocks of K = 2^ceil(log2 k) slots with compare-exchange
+//   stages, then merge neighbouring blocks (the elementwise smaller of a block and its reversed
+//   neighbour holds the K smallest of the two as a bitonic sequence; log2 K half-cleaner stages
+//   sort it) until one list of K remains. Up to four candidates are picked by rounds instead (7
+//   instructions over the chunk: min key; the smallest sec holding it; that element removed).
+// - Stage 2 merges the 128 sorted lists of a row the same way over 7 levels, a DMA bringing the
+//   upper half of the active partitions' lists, reversed, next to the lower half.
+// Cost: log2 K (log2 K + 1) / 2 stages over G * C / 2 pairs plus the halving merges, and 7
+// levels of 6 + 8 log2 K small instructions, instead of k rounds of 8 instructions over n
+// elements on one lane.
 //
 // sort (build_sort_long): a bitonic sorting network over N = 2^L >= n elements, element
 // e = p * F + f (F = N / 128). A compare-exchange stage over partner distance 2^t is 8
@@ -39,8 +39,15 @@
 // mask while blocks alternate direction. Stages whose partner lives on another partition
 // (t >= log2 F) run after TensorE transposes of 128 x 128 blocks, which turn the partition
 // bits of e into free bits; the result is transposed back before the in-partition stages.
-// Cost: L (L + 1) / 2 stages of ~9 instructions over N / 2 pairs per partition lane group,
-// i.e. O(N log^2 N / 128) element-cycles, plus 2 (L - log2 F) transposes of the tile.
+// Cost: L (L + 1) / 2 stages of 9 instructions over N / 2 pairs per lane group, i.e.
+// O(N log^2 N / 128) element-cycles, plus 2 (L - log2 F) transposes of the tile.
+//
+// A compare-exchange stage: three compares (key >, key ==, sec >), a select combining them into
+// "swap" (XORed with the direction), four selects writing both sides to the other buffer. The
+// swap masks live in PSUM where they fit (Masks), which halves the selects' cost.
+//
+// cumsum/cumprod (build_scan_long): Hillis-Steele scans of each partition's chunk, the chunk
+// totals scanned across partitions after a TensorE transpose, added back.
 #include <algorithm>
 #include <bit>
 #include <cmath>

@@ -39,7 +39,8 @@ device::Program build_topk(const std::string& name, const TensorDesc& in, const 
                            const device::CoreParams& core);
 
 /// topk over rows spread across partitions (few long rows, e.g. sampling over a vocab row): the
-/// same result as build_topk. Throws std::invalid_argument when long_topk_fits is false.
+/// k extreme elements in order, equal values lower index first, NaN largest (as PyTorch).
+/// Throws std::invalid_argument when long_topk_fits is false.
 device::Program build_topk_long(const std::string& name, const TensorDesc& in,
                                 const TensorDesc& values, const TensorDesc& indices, int64_t dim,
                                 int64_t k, bool largest, const device::CoreParams& core);
@@ -49,8 +50,8 @@ inline constexpr int64_t kMaxLongTopk = 1024;
 bool long_topk_fits(int64_t n, int64_t k, const device::CoreParams& core);
 
 /// Rough VectorE cycles of topk over `rows` rows of n by build_topk (one row per lane, k
-/// rounds of ~8 instructions over the row) and by build_topk_long (k rounds over a row's
-/// 128th, then 7 merge levels): which kernel a caller should pick.
+/// rounds of 8 instructions over the row) and by build_topk_long (a bitonic network over each
+/// row's 128th, then 7 merge levels): which kernel a caller should pick.
 double short_topk_cycles(int64_t rows, int64_t n, int64_t k, const device::CoreParams& core);
 double long_topk_cycles(int64_t rows, int64_t n, int64_t k, const device::CoreParams& core);
 /// The same for build_sort_long (compare with short_topk_cycles at k = n).

@@ -117,6 +117,16 @@ void on_user_range_exit(const at::RecordFunction&, at::ObserverContext*) {
 }
 at::CallbackHandle g_range_callback = 0;
 
+// One empty backward through device `dev`'s autograd thread, with the GIL released (the thread
+// may need it to free the task before this one): see python/neuronsim/_autograd_exit.py. Every
+// tensor is made here, none has a Python object, so the thread frees this task without the GIL.
+void drain_autograd_thread(int dev) {
+  py::gil_scoped_release no_gil;
+  const auto on_dev = at::TensorOptions().device(c10::Device(c10::DeviceType::PrivateUse1, dev));
+  const at::Tensor leaf = at::empty({1}, on_dev).requires_grad_(true);
+  torch::autograd::grad({leaf.view({1})}, {leaf}, {at::empty({1}, on_dev)});
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -195,6 +205,7 @@ PYBIND11_MODULE(_C, m) {
     });
   });
   m.def("_memory_stats", &memory_stats);
+  m.def("_drain_autograd_thread", &drain_autograd_thread);
   m.def("_memory_snapshot", &memory_snapshot);
   m.def("_mem_get_info", [](int d) {
     return with_runtime([&](runtime::Runtime& r) { return r.allocator(d).mem_info(); });

@@ -29,10 +29,11 @@ def register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_storage=True
         )
-    from neuronsim import _compile, _dtensor_rng, _fast_paths, distributed
+    from neuronsim import _autograd_exit, _compile, _dtensor_rng, _fast_paths, distributed
 
     _fast_paths.register()
     _compile.register()
     distributed.register()
     _dtensor_rng.install()
+    _autograd_exit.install()
     _done = True

@@ -29,8 +29,9 @@ def register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_storage=True
         )
-    from neuronsim import _compile, _dtensor_rng, _fast_paths, distributed
+    from neuronsim import _compile, _dtensor_rng, _exit, _fast_paths, distributed
 
+    _exit.register()
     _fast_paths.register()
     _compile.register()
     distributed.register()

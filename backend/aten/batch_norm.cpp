@@ -100,9 +100,10 @@ bool backward_supported(const OpInvocation& inv) {
 // ---- nn.SyncBatchNorm's ops ----
 // PyTorch implements batch_norm_stats, batch_norm_gather_stats_with_counts, batch_norm_elemt,
 // batch_norm_backward_reduce and batch_norm_backward_elemt for CUDA only (nn.SyncBatchNorm
-// accepts the PrivateUse1 device and calls them), so their host values are computed here with
-// CUDA's formulas in the accumulate type (fp32 for half and bfloat16 data); the time is the
-// kernel library's programs (kernels/batch_norm.h). The .out overloads copy into their outputs.
+// accepts the PrivateUse1 device and calls them), so fast mode's values are computed here with
+// CUDA's formulas in the accumulate type (fp32 for half and bfloat16 data); the time, and ISA
+// mode's values, are the kernel library's programs (kernels/batch_norm.h; with no Meta kernels,
+// ISA mode sizes the outputs with these host values). The .out overloads copy into their outputs.
 
 using torch::jit::Stack;
 
@@ -354,7 +355,6 @@ Programs backward_elemt_program(const OpInvocation& inv) {
 NativeOp sync_op(const char* name, TimingBuilder build, HostValues values) {
   NativeOp op{name, std::move(build), nullptr};
   op.host_values = std::move(values);
-  op.isa_host_values = "nn.SyncBatchNorm's programs model the time; values use CUDA's formulas";
   return op;
 }
 

@@ -434,7 +434,7 @@ Program build_batch_norm_gather_stats(const std::string& name, const BatchNormGa
     const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(P, C - c0));
     const Columns col{s_off, cw};
     const AccessPattern n = col[0], sum_cm = col[1], sum_cq = col[2], avg = col[3], var_n = col[4],
-                        part = col[5], rstd = col[6], rm = col[7], rv = col[8];
+                        part = col[5], rstd = col[6], rm = col[7], rv = col[8], var = col[9];
     const AccessPattern mt = isa::sbuf_tile(DType::kFp32, cw, m_off, w),
                         it = isa::sbuf_tile(DType::kFp32, cw, i_off, w),
                         nt = isa::sbuf_tile(DType::kFp32, cw, n_off, w),
@@ -469,9 +469,10 @@ Program build_batch_norm_gather_stats(const std::string& name, const BatchNormGa
     b.emit(kVector, isa::tensor_tensor(avg, sum_cm, n, AluOp::kDivide));
     b.emit(kVector, isa::tensor_tensor(part, avg, sum_cm, AluOp::kMultiply));  // n avg^2
     b.emit(kVector, isa::tensor_tensor(var_n, sum_cq, part, AluOp::kSubtract));
-    b.emit(kVector, isa::tensor_tensor(part, var_n, n, AluOp::kDivide));
+    // The biased variance in a column of its own: ScalarE reads it while VectorE goes on.
+    b.emit(kVector, isa::tensor_tensor(var, var_n, n, AluOp::kDivide));
     b.wait(kScalar, b.mark(kVector));
-    b.emit(kScalar, isa::activation(rstd, part, ActFunc::kRsqrt, isa::imm(1.0f), isa::imm(io.eps)));
+    b.emit(kScalar, isa::activation(rstd, var, ActFunc::kRsqrt, isa::imm(1.0f), isa::imm(io.eps)));
     // Running statistics: r = (1 - m) r + m * stat, the variance unbiased (var_n / (n - 1)).
     b.wait(kVector, b.mark(qparam));
     if (io.running_mean) {

@@ -10,8 +10,19 @@ import neuronsim
 import pytest
 import torch
 import torch.nn.functional as F
+from neuronsim import _C
 
 DIMS = (0, 2, 3)
+
+
+@pytest.fixture(params=[False, True], ids=["fast", "isa"])
+def mode(request):
+    """Fast mode (host values by CUDA's formulas) and ISA mode (the programs' values)."""
+    _C._set_isa_mode(request.param)
+    try:
+        yield request.param
+    finally:
+        _C._set_isa_mode(False)
 
 
 def _x(dtype=torch.float32, shape=(4, 5, 6, 7), seed=0):
@@ -27,7 +38,7 @@ def _close(got, want, tol=1e-5):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_stats_elemt_and_backward_ops_follow_cudas_formulas(dtype):
+def test_stats_elemt_and_backward_ops_follow_cudas_formulas(dtype, mode):
     neuronsim.clear_op_tracking()
     x = _x(dtype)
     xf = x.float()
@@ -74,6 +85,9 @@ def test_stats_elemt_and_backward_ops_follow_cudas_formulas(dtype):
     F.batch_norm(xr, None, None, w, None, training=True, eps=eps).backward(gf)
     _close(gi, xr.grad.to(dtype), 1e-4 if dtype == torch.float32 else 3e-2)
     assert not neuronsim.get_fallback_ops()
+    if mode:  # the host only sizes the outputs (no Meta kernels); the programs write the values
+        host = dict(_C._isa_host_ops())
+        assert host and all("sized by the CPU kernel" in why for why in host.values()), host
     ran = neuronsim.get_executed_ops()
     for op in (
         "batch_norm_stats",
@@ -84,7 +98,7 @@ def test_stats_elemt_and_backward_ops_follow_cudas_formulas(dtype):
         assert any(op in name for name in ran), (op, ran)
 
 
-def test_gather_stats_with_counts_combines_ranks_and_updates_running_stats():
+def test_gather_stats_with_counts_combines_ranks_and_updates_running_stats(mode):
     # Three "ranks" of 2, 5 and 1 images: their statistics combine into the whole batch's.
     parts = [_x(shape=(n, 4, 3, 3), seed=n) for n in (2, 5, 1)]
     whole = torch.cat(parts)

@@ -315,6 +315,15 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   const BackendKernelScope kernel_scope;
   sim::HostStageScope stage(sim::HostStage::kFallback);
   const std::string name = op.schema().name();
+  // An op PyTorch implements only for accelerators (CUDA-only kernels such as nn.SyncBatchNorm's
+  // batch_norm_stats) has nothing to fall back to: say so, instead of the dispatcher's "Could
+  // not run '...' with arguments from the 'CPU' backend" about tensors the user put on neuron.
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      op.hasComputedKernelForDispatchKey(c10::DispatchKey::CPU),
+      OpTracker::full_name(op.operator_name()),
+      " is not implemented for the neuron device: neuronsim has no kernel for it, and the CPU "
+      "fallback cannot run it because PyTorch has no CPU kernel for it (PyTorch implements it "
+      "only for accelerators such as CUDA).");
   const size_t nargs = op.schema().arguments().size();
   std::string reason;
   for (const auto& v : torch::jit::last(*stack, nargs)) {

@@ -97,6 +97,7 @@ NativeOpTable indexing_ops();         // aten/indexing.cpp
 NativeOpTable loss_ops();             // aten/loss.cpp
 NativeOpTable convolution_ops();      // aten/convolution.cpp
 NativeOpTable batch_norm_ops();       // aten/batch_norm.cpp
+NativeOpTable sync_batch_norm_ops();  // aten/batch_norm.cpp (per call: reads the counts)
 NativeOpTable group_norm_ops();       // aten/group_norm.cpp
 NativeOpTable upsample_ops();         // aten/upsample.cpp
 NativeOpTable unfold_ops();           // aten/unfold.cpp

@@ -26,7 +26,8 @@ const std::unordered_map<std::string, NativeOp>& native_ops() {
                        convolution_ops,     batch_norm_ops,  pooling_ops,   foreach_ops,
                        fused_optimizer_ops, grad_scaler_ops, selection_ops, compaction_ops,
                        histogram_ops,       recurrent_ops,   rearrange_ops, membership_ops,
-                       group_norm_ops,      upsample_ops,    unfold_ops,    attention_ops}) {
+                       group_norm_ops,      upsample_ops,    unfold_ops,    attention_ops,
+                       sync_batch_norm_ops}) {
       for (NativeOp& op : table()) all[op.name] = std::move(op);
     }
     // Families whose programs follow from shapes, strides, dtypes and scalars alone may reuse

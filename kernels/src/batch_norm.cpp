@@ -345,4 +345,351 @@ Program build_batch_norm_backward(const std::string& name, const BatchNormBackwa
   return std::move(b).build();
 }
 
+// ---- nn.SyncBatchNorm's ops: the phases above, apart ----
+
+Program build_batch_norm_stats(const std::string& name, const BatchNormStatsIo& io,
+                               const CoreParams& core) {
+  const TensorDesc x5 = to_5d_trailing(name, io.in);
+  ProgramBuilder b(name, core);
+  const Plan plan = plan_chunks(x5, core, 1);
+  const uint32_t P = core.sbuf.partitions;
+  const uint64_t x_off = b.alloc_sbuf(uint64_t{std::max<uint32_t>(plan.buffer, 1)} * 4),
+                 y_off = b.alloc_sbuf(uint64_t{plan.largest} * 4), s_off = b.alloc_sbuf(8 * 4);
+  const StreamId qin = dma_queue(0), qout = dma_queue(1);
+  const int64_t C = x5.sizes[1], M = plan.per_channel;
+  const float inv_m = M > 0 ? 1.0f / static_cast<float>(M) : 0.0f;
+  Token free_all;
+  for (int64_t c0 = 0; c0 < C; c0 += P) {
+    const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(P, C - c0));
+    const Columns col{s_off, cw};
+    const AccessPattern sum = col[0], part = col[1], neg_mean = col[2], ssq = col[3], rstd = col[4],
+                        mean = col[5];
+    auto x_of = [&](const Chunk& k) {
+      return isa::sbuf_tile(DType::kFp32, cw, x_off + k.at * 4,
+                            static_cast<uint32_t>(k.box.size()));
+    };
+    auto load = [&](const Chunk& k, int pass) {
+      if (plan.resident && pass > 0) return b.mark(qin);  // resident: loaded by pass 1
+      b.wait(qin, free_all);
+      b.emit(qin, isa::dma_copy(x_of(k), chunk_ap(x5, c0, cw, k)));
+      return b.mark(qin);
+    };
+    // Pass 1: the mean. Pass 2: the sum of squares around it.
+    b.wait(kVector, free_all);
+    b.emit(kVector, isa::memset(sum, 0.0f));
+    b.emit(kVector, isa::memset(ssq, 0.0f));
+    for (const Chunk& k : plan.chunks) {
+      b.wait(kVector, load(k, 0));
+      b.emit(kVector, isa::tensor_reduce(part, x_of(k), ReduceOp::kAdd));
+      b.emit(kVector, isa::tensor_tensor(sum, sum, part, AluOp::kAdd));
+      free_all = b.mark(kVector);
+    }
+    b.emit(kVector, isa::tensor_scalar(neg_mean, sum, AluOp::kMultiply, isa::imm(-inv_m)));
+    free_all = b.mark(kVector);
+    for (const Chunk& k : plan.chunks) {
+      b.wait(kScalar, load(k, 1));
+      b.wait(kScalar, free_all);
+      Instruction sq = isa::activation(
+          isa::sbuf_tile(DType::kFp32, cw, y_off, static_cast<uint32_t>(k.box.size())), x_of(k),
+          ActFunc::kSquare, isa::imm(1.0f), isa::per_partition(neg_mean));
+      sq.has_acc_dst = true;
+      sq.acc_dst = part;
+      b.emit(kScalar, sq);
+      b.wait(kVector, b.mark(kScalar));
+      b.emit(kVector, isa::tensor_tensor(ssq, ssq, part, AluOp::kAdd));
+      free_all = b.mark(kVector);
+    }
+    b.wait(kScalar, free_all);
+    b.emit(kScalar, isa::activation(rstd, ssq, ActFunc::kRsqrt, isa::imm(inv_m), isa::imm(io.eps)));
+    b.emit(kVector, isa::tensor_scalar(mean, neg_mean, AluOp::kMultiply, isa::imm(-1.0f)));
+    b.wait(qout, b.mark(kScalar));
+    b.wait(qout, b.mark(kVector));
+    b.emit(qout, isa::dma_copy(channel_ap(io.mean, c0, cw), mean));
+    b.emit(qout, isa::dma_copy(channel_ap(io.invstd, c0, cw), rstd));
+    free_all = b.mark(qout);
+  }
+  return std::move(b).build();
+}
+
+Program build_batch_norm_gather_stats(const std::string& name, const BatchNormGatherStatsIo& io,
+                                      const CoreParams& core) {
+  if (io.mean_all.dim() != 2 || io.invstd_all.sizes != io.mean_all.sizes ||
+      io.counts.numel() != static_cast<uint64_t>(io.mean_all.sizes[0])) {
+    throw std::invalid_argument(
+        fmt::format("{}: mean {} and invstd {} must be [W, C] with W counts, got counts {}", name,
+                    io.mean_all.to_string(), io.invstd_all.to_string(), io.counts.to_string()));
+  }
+  ProgramBuilder b(name, core);
+  const uint32_t P = core.sbuf.partitions;
+  const int64_t W = io.mean_all.sizes[0], C = io.mean_all.sizes[1];
+  const uint32_t w = static_cast<uint32_t>(std::max<int64_t>(W, 1));
+  const uint64_t m_off = b.alloc_sbuf(uint64_t{w} * 4), i_off = b.alloc_sbuf(uint64_t{w} * 4),
+                 n_off = b.alloc_sbuf(uint64_t{w} * 4), q_off = b.alloc_sbuf(uint64_t{w} * 4),
+                 s_off = b.alloc_sbuf(12 * 4);
+  const StreamId qin = dma_queue(0), qout = dma_queue(1), qparam = dma_queue(2);
+  const int64_t cnt_stride = io.counts.strides.empty() ? 1 : io.counts.strides[0];
+  const float m = io.momentum;
+  Token free_all;
+  for (int64_t c0 = 0; c0 < C; c0 += P) {
+    const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(P, C - c0));
+    const Columns col{s_off, cw};
+    const AccessPattern n = col[0], sum_cm = col[1], sum_cq = col[2], avg = col[3], var_n = col[4],
+                        part = col[5], rstd = col[6], rm = col[7], rv = col[8], var = col[9];
+    const AccessPattern mt = isa::sbuf_tile(DType::kFp32, cw, m_off, w),
+                        it = isa::sbuf_tile(DType::kFp32, cw, i_off, w),
+                        nt = isa::sbuf_tile(DType::kFp32, cw, n_off, w),
+                        qt = isa::sbuf_tile(DType::kFp32, cw, q_off, w);
+    // Channel c's W values on partition c; every partition reads all W counts.
+    b.wait(qin, free_all);
+    b.emit(qin, isa::dma_copy(mt, hbm_ap(io.mean_all, c0 * io.mean_all.strides[1], cw,
+                                         io.mean_all.strides[1], {{io.mean_all.strides[0], w}})));
+    b.emit(qin,
+           isa::dma_copy(it, hbm_ap(io.invstd_all, c0 * io.invstd_all.strides[1], cw,
+                                    io.invstd_all.strides[1], {{io.invstd_all.strides[0], w}})));
+    b.emit(qin, isa::dma_copy(nt, hbm_ap(io.counts, 0, cw, 0, {{cnt_stride, w}})));
+    b.wait(qparam, free_all);
+    if (io.running_mean) b.emit(qparam, isa::dma_copy(rm, channel_ap(*io.running_mean, c0, cw)));
+    if (io.running_var) b.emit(qparam, isa::dma_copy(rv, channel_ap(*io.running_var, c0, cw)));
+    b.wait(kVector, b.mark(qin));
+    // Rank j's biased variance v_j = 1 / invstd_j^2 - eps; over all ranks
+    // n = sum c_j, avg = sum c_j m_j / n, var_n = sum c_j (v_j + m_j^2) - n avg^2.
+    b.emit(kVector, isa::tensor_tensor(it, it, it, AluOp::kMultiply));
+    b.wait(kScalar, b.mark(kVector));
+    b.emit(kScalar, isa::activation(it, it, ActFunc::kReciprocal));
+    b.wait(kVector, b.mark(kScalar));
+    b.emit(kVector, isa::tensor_scalar(it, it, AluOp::kSubtract, isa::imm(io.eps)));
+    b.emit(kVector, isa::tensor_reduce(n, nt, ReduceOp::kAdd));
+    b.emit(kVector, isa::tensor_tensor(qt, nt, mt, AluOp::kMultiply));  // c_j m_j
+    b.emit(kVector, isa::tensor_reduce(sum_cm, qt, ReduceOp::kAdd));
+    b.emit(kVector, isa::tensor_tensor(qt, qt, mt, AluOp::kMultiply));  // c_j m_j^2
+    b.emit(kVector, isa::tensor_reduce(sum_cq, qt, ReduceOp::kAdd));
+    b.emit(kVector, isa::tensor_tensor(it, it, nt, AluOp::kMultiply));  // c_j v_j
+    b.emit(kVector, isa::tensor_reduce(part, it, ReduceOp::kAdd));
+    b.emit(kVector, isa::tensor_tensor(sum_cq, sum_cq, part, AluOp::kAdd));
+    b.emit(kVector, isa::tensor_tensor(avg, sum_cm, n, AluOp::kDivide));
+    b.emit(kVector, isa::tensor_tensor(part, avg, sum_cm, AluOp::kMultiply));  // n avg^2
+    b.emit(kVector, isa::tensor_tensor(var_n, sum_cq, part, AluOp::kSubtract));
+    // The biased variance in a column of its own: ScalarE reads it while VectorE goes on.
+    b.emit(kVector, isa::tensor_tensor(var, var_n, n, AluOp::kDivide));
+    b.wait(kScalar, b.mark(kVector));
+    b.emit(kScalar, isa::activation(rstd, var, ActFunc::kRsqrt, isa::imm(1.0f), isa::imm(io.eps)));
+    // Running statistics: r = (1 - m) r + m * stat, the variance unbiased (var_n / (n - 1)).
+    b.wait(kVector, b.mark(qparam));
+    if (io.running_mean) {
+      b.emit(kVector, isa::tensor_scalar(rm, rm, AluOp::kMultiply, isa::imm(1.0f - m)));
+      b.emit(kVector, isa::tensor_scalar(part, avg, AluOp::kMultiply, isa::imm(m)));
+      b.emit(kVector, isa::tensor_tensor(rm, rm, part, AluOp::kAdd));
+    }
+    if (io.running_var) {
+      b.emit(kVector, isa::tensor_scalar(part, n, AluOp::kSubtract, isa::imm(1.0f)));
+      b.emit(kVector, isa::tensor_tensor(part, var_n, part, AluOp::kDivide));
+      b.emit(kVector, isa::tensor_scalar(part, part, AluOp::kMultiply, isa::imm(m)));
+      b.emit(kVector, isa::tensor_scalar(rv, rv, AluOp::kMultiply, isa::imm(1.0f - m)));
+      b.emit(kVector, isa::tensor_tensor(rv, rv, part, AluOp::kAdd));
+    }
+    b.wait(qout, b.mark(kVector));
+    b.wait(qout, b.mark(kScalar));
+    b.emit(qout, isa::dma_copy(channel_ap(io.mean, c0, cw), avg));
+    b.emit(qout, isa::dma_copy(channel_ap(io.invstd, c0, cw), rstd));
+    if (io.running_mean) b.emit(qout, isa::dma_copy(channel_ap(*io.running_mean, c0, cw), rm));
+    if (io.running_var) b.emit(qout, isa::dma_copy(channel_ap(*io.running_var, c0, cw), rv));
+    free_all = b.mark(qout);
+  }
+  return std::move(b).build();
+}
+
+Program build_batch_norm_elemt(const std::string& name, const BatchNormElemtIo& io,
+                               const CoreParams& core) {
+  const TensorDesc x5 = to_5d_trailing(name, io.in), y5 = to_5d_trailing(name, io.out);
+  if (x5.sizes != y5.sizes) {
+    throw std::invalid_argument(fmt::format("{}: output {} does not match input {}", name,
+                                            io.out.to_string(), io.in.to_string()));
+  }
+  ProgramBuilder b(name, core);
+  const Plan plan = plan_chunks(x5, core, 1);
+  const uint32_t P = core.sbuf.partitions;
+  const uint64_t x_off = b.alloc_sbuf(uint64_t{std::max<uint32_t>(plan.buffer, 1)} * 4),
+                 y_off = b.alloc_sbuf(uint64_t{plan.largest} * 4), s_off = b.alloc_sbuf(8 * 4);
+  const StreamId qin = dma_queue(0), qout = dma_queue(1), qparam = dma_queue(2);
+  const int64_t C = x5.sizes[1];
+  Token free_all;
+  for (int64_t c0 = 0; c0 < C; c0 += P) {
+    const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(P, C - c0));
+    const Columns col{s_off, cw};
+    const AccessPattern mean = col[0], rstd = col[1], w = col[2], bb = col[3], scale = col[4],
+                        shift = col[5];
+    b.wait(qparam, free_all);
+    b.emit(qparam, isa::dma_copy(mean, channel_ap(io.mean, c0, cw)));
+    b.emit(qparam, isa::dma_copy(rstd, channel_ap(io.invstd, c0, cw)));
+    if (io.weight) b.emit(qparam, isa::dma_copy(w, channel_ap(*io.weight, c0, cw)));
+    if (io.bias) b.emit(qparam, isa::dma_copy(bb, channel_ap(*io.bias, c0, cw)));
+    // y = x * scale + shift: scale = weight * invstd, shift = bias - mean * scale.
+    b.wait(kVector, b.mark(qparam));
+    b.wait(kVector, free_all);
+    if (io.weight)
+      b.emit(kVector, isa::tensor_tensor(scale, rstd, w, AluOp::kMultiply));
+    else
+      b.emit(kVector, isa::tensor_copy(scale, rstd));
+    b.emit(kVector, isa::tensor_tensor(shift, mean, scale, AluOp::kMultiply));
+    b.emit(kVector, isa::tensor_scalar(shift, shift, AluOp::kMultiply, isa::imm(-1.0f)));
+    if (io.bias) b.emit(kVector, isa::tensor_tensor(shift, shift, bb, AluOp::kAdd));
+    free_all = b.mark(kVector);
+    for (const Chunk& k : plan.chunks) {
+      const AccessPattern x =
+          isa::sbuf_tile(DType::kFp32, cw, x_off + k.at * 4, static_cast<uint32_t>(k.box.size()));
+      const AccessPattern y = plan.resident ? x
+                                            : isa::sbuf_tile(DType::kFp32, cw, y_off,
+                                                             static_cast<uint32_t>(k.box.size()));
+      b.wait(qin, free_all);
+      b.emit(qin, isa::dma_copy(x, chunk_ap(x5, c0, cw, k)));
+      b.wait(kVector, b.mark(qin));
+      b.emit(kVector, isa::tensor_scalar(y, x, AluOp::kMultiply, isa::per_partition(scale),
+                                         AluOp::kAdd, isa::per_partition(shift)));
+      b.wait(qout, b.mark(kVector));
+      b.emit(qout, isa::dma_copy(chunk_ap(y5, c0, cw, k), y));
+      free_all = b.mark(qout);
+    }
+  }
+  return std::move(b).build();
+}
+
+namespace {
+
+// The backward's operands: grad_out and input of equal sizes, as 5-d.
+std::pair<TensorDesc, TensorDesc> backward_operands(const std::string& name,
+                                                    const TensorDesc& grad_out,
+                                                    const TensorDesc& in) {
+  TensorDesc g5 = to_5d_trailing(name, grad_out), x5 = to_5d_trailing(name, in);
+  if (g5.sizes != x5.sizes) {
+    throw std::invalid_argument(fmt::format("{}: grad_out {} and input {} must match", name,
+                                            grad_out.to_string(), in.to_string()));
+  }
+  return {g5, x5};
+}
+
+}  // namespace
+
+Program build_batch_norm_backward_reduce(const std::string& name,
+                                         const BatchNormBackwardReduceIo& io,
+                                         const CoreParams& core) {
+  const auto [g5, x5] = backward_operands(name, io.grad_out, io.in);
+  ProgramBuilder b(name, core);
+  const Plan plan = plan_chunks(x5, core, 2);
+  const uint32_t P = core.sbuf.partitions;
+  const uint64_t len = uint64_t{plan.largest} * 4;  // one pass: chunks stream through
+  const uint64_t x_off = b.alloc_sbuf(len), g_off = b.alloc_sbuf(len), s_off = b.alloc_sbuf(8 * 4);
+  const StreamId qin = dma_queue(0), qg = dma_queue(3), qout = dma_queue(1), qparam = dma_queue(2);
+  const int64_t C = x5.sizes[1];
+  Token free_all;
+  for (int64_t c0 = 0; c0 < C; c0 += P) {
+    const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(P, C - c0));
+    const Columns col{s_off, cw};
+    const AccessPattern mean = col[0], invstd = col[1], neg_mean = col[2], sum_g = col[3],
+                        dot = col[4], part = col[5], gw = col[6];
+    b.wait(qparam, free_all);
+    b.emit(qparam, isa::dma_copy(mean, channel_ap(io.mean, c0, cw)));
+    b.emit(qparam, isa::dma_copy(invstd, channel_ap(io.invstd, c0, cw)));
+    b.wait(kVector, b.mark(qparam));
+    b.wait(kVector, free_all);
+    b.emit(kVector, isa::tensor_scalar(neg_mean, mean, AluOp::kMultiply, isa::imm(-1.0f)));
+    b.emit(kVector, isa::memset(sum_g, 0.0f));
+    b.emit(kVector, isa::memset(dot, 0.0f));
+    free_all = b.mark(kVector);
+    for (const Chunk& k : plan.chunks) {
+      const uint32_t len_k = static_cast<uint32_t>(k.box.size());
+      const AccessPattern x = isa::sbuf_tile(DType::kFp32, cw, x_off, len_k),
+                          g = isa::sbuf_tile(DType::kFp32, cw, g_off, len_k);
+      b.wait(qin, free_all);
+      b.wait(qg, free_all);
+      b.emit(qin, isa::dma_copy(x, chunk_ap(x5, c0, cw, k)));
+      b.emit(qg, isa::dma_copy(g, chunk_ap(g5, c0, cw, k)));
+      b.wait(kVector, b.mark(qin));
+      b.wait(kVector, b.mark(qg));
+      b.emit(kVector, isa::tensor_reduce(part, g, ReduceOp::kAdd));
+      b.emit(kVector, isa::tensor_tensor(sum_g, sum_g, part, AluOp::kAdd));
+      b.emit(kVector, isa::tensor_scalar(x, x, AluOp::kAdd, isa::per_partition(neg_mean)));
+      b.emit(kVector, isa::tensor_tensor(x, x, g, AluOp::kMultiply));
+      b.emit(kVector, isa::tensor_reduce(part, x, ReduceOp::kAdd));
+      b.emit(kVector, isa::tensor_tensor(dot, dot, part, AluOp::kAdd));
+      free_all = b.mark(kVector);
+    }
+    if (io.grad_weight) b.emit(kVector, isa::tensor_tensor(gw, dot, invstd, AluOp::kMultiply));
+    b.wait(qout, b.mark(kVector));
+    if (io.sum_dy) b.emit(qout, isa::dma_copy(channel_ap(*io.sum_dy, c0, cw), sum_g));
+    if (io.sum_dy_xmu) b.emit(qout, isa::dma_copy(channel_ap(*io.sum_dy_xmu, c0, cw), dot));
+    if (io.grad_weight) b.emit(qout, isa::dma_copy(channel_ap(*io.grad_weight, c0, cw), gw));
+    if (io.grad_bias) b.emit(qout, isa::dma_copy(channel_ap(*io.grad_bias, c0, cw), sum_g));
+    free_all = b.mark(qout);
+  }
+  return std::move(b).build();
+}
+
+Program build_batch_norm_backward_elemt(const std::string& name, const BatchNormBackwardElemtIo& io,
+                                        const CoreParams& core) {
+  const auto [g5, x5] = backward_operands(name, io.grad_out, io.in);
+  const TensorDesc gi5 = to_5d_trailing(name, io.grad_in);
+  if (gi5.sizes != x5.sizes) {
+    throw std::invalid_argument(fmt::format("{}: grad_input {} does not match input {}", name,
+                                            io.grad_in.to_string(), io.in.to_string()));
+  }
+  ProgramBuilder b(name, core);
+  const Plan plan = plan_chunks(x5, core, 2);
+  const uint32_t P = core.sbuf.partitions;
+  const uint64_t len = uint64_t{plan.largest} * 4;
+  const uint64_t x_off = b.alloc_sbuf(len), g_off = b.alloc_sbuf(len), s_off = b.alloc_sbuf(12 * 4);
+  const StreamId qin = dma_queue(0), qg = dma_queue(3), qout = dma_queue(1), qparam = dma_queue(2);
+  const int64_t C = x5.sizes[1];
+  const float inv_n = io.count > 0 ? 1.0f / io.count : 0.0f;
+  Token free_all;
+  for (int64_t c0 = 0; c0 < C; c0 += P) {
+    const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(P, C - c0));
+    const Columns col{s_off, cw};
+    const AccessPattern mean = col[0], invstd = col[1], w = col[2], sum_g = col[3], dot = col[4],
+                        c1 = col[5], a = col[6], bias = col[7], part = col[8];
+    b.wait(qparam, free_all);
+    b.emit(qparam, isa::dma_copy(mean, channel_ap(io.mean, c0, cw)));
+    b.emit(qparam, isa::dma_copy(invstd, channel_ap(io.invstd, c0, cw)));
+    if (io.weight) b.emit(qparam, isa::dma_copy(w, channel_ap(*io.weight, c0, cw)));
+    b.emit(qparam, isa::dma_copy(sum_g, channel_ap(io.sum_dy, c0, cw)));
+    b.emit(qparam, isa::dma_copy(dot, channel_ap(io.sum_dy_xmu, c0, cw)));
+    // grad_in = g * c1 + x * a + bias: c1 = invstd * weight, a = -c1 * invstd^2 * dot / N,
+    // bias = -a * mean - c1 * sum_g / N.
+    b.wait(kVector, b.mark(qparam));
+    b.wait(kVector, free_all);
+    if (io.weight)
+      b.emit(kVector, isa::tensor_tensor(c1, invstd, w, AluOp::kMultiply));
+    else
+      b.emit(kVector, isa::tensor_copy(c1, invstd));
+    b.emit(kVector, isa::tensor_tensor(a, invstd, invstd, AluOp::kMultiply));
+    b.emit(kVector, isa::tensor_tensor(a, a, dot, AluOp::kMultiply));
+    b.emit(kVector, isa::tensor_tensor(a, a, c1, AluOp::kMultiply));
+    b.emit(kVector, isa::tensor_scalar(a, a, AluOp::kMultiply, isa::imm(-inv_n)));
+    b.emit(kVector, isa::tensor_tensor(bias, a, mean, AluOp::kMultiply));
+    b.emit(kVector, isa::tensor_scalar(bias, bias, AluOp::kMultiply, isa::imm(-1.0f)));
+    b.emit(kVector, isa::tensor_tensor(part, sum_g, c1, AluOp::kMultiply));
+    b.emit(kVector, isa::tensor_scalar(part, part, AluOp::kMultiply, isa::imm(inv_n)));
+    b.emit(kVector, isa::tensor_tensor(bias, bias, part, AluOp::kSubtract));
+    free_all = b.mark(kVector);
+    for (const Chunk& k : plan.chunks) {
+      const uint32_t len_k = static_cast<uint32_t>(k.box.size());
+      const AccessPattern x = isa::sbuf_tile(DType::kFp32, cw, x_off, len_k),
+                          g = isa::sbuf_tile(DType::kFp32, cw, g_off, len_k);
+      b.wait(qin, free_all);
+      b.wait(qg, free_all);
+      b.emit(qin, isa::dma_copy(x, chunk_ap(x5, c0, cw, k)));
+      b.emit(qg, isa::dma_copy(g, chunk_ap(g5, c0, cw, k)));
+      b.wait(kVector, b.mark(qin));
+      b.wait(kVector, b.mark(qg));
+      b.emit(kVector, isa::tensor_scalar(x, x, AluOp::kMultiply, isa::per_partition(a), AluOp::kAdd,
+                                         isa::per_partition(bias)));
+      b.emit(kVector, isa::tensor_scalar(g, g, AluOp::kMultiply, isa::per_partition(c1)));
+      b.emit(kVector, isa::tensor_tensor(x, x, g, AluOp::kAdd));
+      b.wait(qout, b.mark(kVector));
+      b.emit(qout, isa::dma_copy(chunk_ap(gi5, c0, cw, k), x));
+      free_all = b.mark(qout);
+    }
+  }
+  return std::move(b).build();
+}
+
 }  // namespace neuronsim::kernels

@@ -367,6 +367,12 @@ def __getattr__(name: str):
     # (built when read, so it follows the visible devices).
     if name == "default_generators":
         return tuple(_C._default_generator(i) for i in range(device_count()))
+    # _initialized: torch.cuda's module flag, read by code written for any device module:
+    # torch.utils.checkpoint saves and restores the device's RNG state around the recomputation
+    # only when `getattr(device_module, "_initialized", False)`, so without it a checkpointed
+    # dropout drew a different mask in the backward than in the forward (wrong gradients).
+    if name == "_initialized":
+        return is_initialized()
     raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")
 
 

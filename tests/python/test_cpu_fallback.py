@@ -178,3 +178,18 @@ def test_forced_fallback_writes_back_unmarked_running_stats():
     torch.testing.assert_close(drm.cpu(), rm)
     torch.testing.assert_close(drv.cpu(), rv)
     assert not torch.equal(rm, torch.zeros(3))
+
+
+def test_an_op_without_a_cpu_kernel_is_a_clear_not_implemented_error():
+    """PyTorch implements some ops only for accelerators (cuDNN's dropout state, and before it had
+    a kernel here nn.SyncBatchNorm's batch_norm_stats): with no device kernel the fallback has
+    nothing to run, and the error names the op and the reason, not the dispatcher's "Could not run
+    ... with arguments from the 'CPU' backend" about tensors the user put on neuron."""
+    neuronsim.clear_op_tracking()
+    with pytest.raises(NotImplementedError) as e:
+        torch.ops.aten._cudnn_init_dropout_state(0.5, True, 0, dtype=torch.uint8, device="neuron")
+    msg = str(e.value)
+    assert "aten::_cudnn_init_dropout_state is not implemented for the neuron device" in msg
+    assert "no CPU kernel" in msg and "'CPU' backend" not in msg
+    assert not neuronsim.get_fallback_ops()  # nothing ran on the CPU
+    assert torch.ones(2, device="neuron").add(1).cpu().tolist() == [2.0, 2.0]  # still usable

@@ -189,6 +189,11 @@ def test_fsdp2_trains_like_cpu(nproc):
     assert "Time stats are currently only collected" not in proc.stderr  # the neuron DDP timer
 
 
+def test_sync_batch_norm_trains_like_batch_norm_on_the_whole_batch():
+    """nn.SyncBatchNorm's ops are CUDA-only in PyTorch (no CPU kernel): the device runs them."""
+    ranks_say(torchrun("sync_batch_norm_check.py", 2), r"sync batch norm ok", 2)
+
+
 def test_tensor_parallel_and_dtensor_match_cpu():
     ranks_say(torchrun("tp_check.py", 4), r"tp ok", 4)
 

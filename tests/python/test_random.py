@@ -388,3 +388,31 @@ def test_dropout_module_reproducible_with_seed():
     a = m(x).cpu()
     torch.neuron.manual_seed(8)
     assert torch.equal(m(x).cpu(), a)
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_recomputes_the_forwards_dropout_mask(reentrant):
+    """torch.utils.checkpoint restores the device RNG state before recomputing, so the backward
+    sees the forward's dropout mask: gradients equal the uncheckpointed run's (they did not:
+    checkpoint saves the device state only when the device module's `_initialized` is true)."""
+    from torch.utils.checkpoint import checkpoint
+
+    def block(x, w):
+        return F.dropout(torch.tanh(x @ w), 0.5) * x.sum()
+
+    def grads(use_checkpoint):
+        torch.manual_seed(3)
+        x = torch.randn(6, 8, device="neuron", requires_grad=True)
+        w = torch.randn(8, 8, device="neuron", requires_grad=True)
+        torch.manual_seed(11)
+        if use_checkpoint:
+            y = checkpoint(block, x, w, use_reentrant=reentrant)
+        else:
+            y = block(x, w)
+        y.pow(2).sum().backward()
+        return y.detach().cpu(), x.grad.cpu(), w.grad.cpu()
+
+    checkpointed = grads(True)
+    assert torch.neuron._initialized is True
+    for a, b in zip(checkpointed, grads(False), strict=True):
+        assert torch.equal(a, b)

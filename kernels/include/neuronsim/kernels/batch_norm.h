@@ -37,4 +37,58 @@ struct BatchNormBackwardIo {
 device::Program build_batch_norm_backward(const std::string& name, const BatchNormBackwardIo& io,
                                           const device::CoreParams& core);
 
+/// nn.SyncBatchNorm's ops, which PyTorch implements for CUDA only (batch_norm_stats,
+/// batch_norm_gather_stats_with_counts, batch_norm_elemt, batch_norm_backward_reduce,
+/// batch_norm_backward_elemt): the phases of the two programs above run apart, with the
+/// statistics crossing ranks (an all-gather, an all-reduce) in between. Channels on partitions,
+/// as above; every [C] vector one element per partition.
+
+/// The training statistics: mean and invstd = 1 / sqrt(biased var + eps), written to [C].
+struct BatchNormStatsIo {
+  TensorDesc in, mean, invstd;
+  float eps = 1e-5f;
+};
+device::Program build_batch_norm_stats(const std::string& name, const BatchNormStatsIo& io,
+                                       const device::CoreParams& core);
+
+/// W ranks' statistics ([W, C] mean and invstd, [W] element counts) combined per channel into
+/// the global mean and invstd; the running statistics (unbiased variance) updated when given.
+struct BatchNormGatherStatsIo {
+  TensorDesc mean_all, invstd_all, counts, mean, invstd;
+  std::optional<TensorDesc> running_mean, running_var;
+  float momentum = 0.1f, eps = 1e-5f;
+};
+device::Program build_batch_norm_gather_stats(const std::string& name,
+                                              const BatchNormGatherStatsIo& io,
+                                              const device::CoreParams& core);
+
+/// out = (x - mean) * invstd * weight + bias with given [C] statistics.
+struct BatchNormElemtIo {
+  TensorDesc in, out, mean, invstd;
+  std::optional<TensorDesc> weight, bias;
+};
+device::Program build_batch_norm_elemt(const std::string& name, const BatchNormElemtIo& io,
+                                       const device::CoreParams& core);
+
+/// Per channel sum(g) and sum(g * (x - mean)) (this rank's part, written when given), and from
+/// them grad_weight = sum(g * (x - mean)) * invstd and grad_bias = sum(g).
+struct BatchNormBackwardReduceIo {
+  TensorDesc grad_out, in, mean, invstd;
+  std::optional<TensorDesc> sum_dy, sum_dy_xmu, grad_weight, grad_bias;
+};
+device::Program build_batch_norm_backward_reduce(const std::string& name,
+                                                 const BatchNormBackwardReduceIo& io,
+                                                 const device::CoreParams& core);
+
+/// grad_in = (g - sum_dy / N - (x - mean) * invstd^2 * sum_dy_xmu / N) * invstd * weight from
+/// the all-reduced sums; N (`count`, every rank's elements per channel) is an immediate.
+struct BatchNormBackwardElemtIo {
+  TensorDesc grad_out, in, mean, invstd, sum_dy, sum_dy_xmu, grad_in;
+  std::optional<TensorDesc> weight;
+  float count = 1.0f;
+};
+device::Program build_batch_norm_backward_elemt(const std::string& name,
+                                                const BatchNormBackwardElemtIo& io,
+                                                const device::CoreParams& core);
+
 }  // namespace neuronsim::kernels

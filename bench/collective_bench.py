@@ -240,8 +240,8 @@ def worker(args) -> None:
             )
     if rank == 0:
         summarize(results)
-    # Leave together: a rank that exits while its peers still read its last collective's data
-    # can reset their connections (seen once at 32 ranks on a machine at load 30).
+    # Leave together, as a well-behaved job does (the peers' next-header receives need no
+    # connection to a rank that has left; see NeuronBackend::post_next_header_recvs).
     dist.barrier(group=gloo)
     dist.destroy_process_group()
 

@@ -110,6 +110,14 @@ void NeuronBackend::post_header_recvs() {
   }
 }
 
+void NeuronBackend::post_next_header_recvs() noexcept {
+  try {
+    post_header_recvs();
+  } catch (...) {
+    // Left unposted: see the declaration.
+  }
+}
+
 void NeuronBackend::check_tag(int tag, const char* collective) const {
   TORCH_CHECK(tag < kDataTagBase, "neuron backend: ", collective, " with tag ", tag,
               "; the backend reserves tags from ", kDataTagBase, " on for its collectives");
@@ -444,16 +452,16 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
       std::rethrow_exception(failed(""));
     }
     trim_scratch();
-    post_header_recvs();  // the slots are read: the next headers may land in them
+    post_next_header_recvs();  // the slots are read: the next headers may land in them
     ScopedEventTime at_end(placed.end);
     future->markCompleted(c10::IValue(outputs));
   } else if (all_fit) {
     if (plan.from_slots) plan.from_slots(g);
-    post_header_recvs();  // the slots are read: the next headers may land in them
+    post_next_header_recvs();  // the slots are read: the next headers may land in them
     ScopedEventTime at_end(placed.end);
     future->markCompleted(c10::IValue(outputs));
   } else {
-    post_header_recvs();  // only the headers were read
+    post_next_header_recvs();  // only the headers were read
     c10::intrusive_ptr<c10d::Work> work;
     try {
       work = plan.through_gloo();

@@ -122,6 +122,11 @@ class NeuronBackend final : public c10d::Backend {
   /// they are posted: posted early, a peer's header travels as soon as it is sent (Gloo sends a
   /// message only to a posted receive) and the exchange costs one message per peer, no round trip.
   void post_header_recvs();
+  /// post_header_recvs after a collective completed, never throwing: a peer whose last
+  /// collective this was may have exited already, closing its connection, and that is no error
+  /// of this collective. The receives then stay unposted, and the next collective's own post
+  /// raises the error (as that collective's failure, naming it).
+  void post_next_header_recvs() noexcept;
   /// After a failed agreement check: completes the messages of posted data that this rank and
   /// its peers posted before the check (posted_data.h); `early_tag` and `recv_tag` by peer.
   void settle_posted(PostedData& data, const std::vector<Header>& headers,

@@ -61,7 +61,11 @@ Band a_band(const Axes& aa, const Band& band) {
   return r;
 }
 
-uint64_t wg_bytes(const WeightGrad& w, int64_t rows, uint32_t P, uint32_t NT) {
+// Per-partition SBUF bytes of the program for bands of `rows` output rows and b-blocks of at
+// most `nt` channels: a_t bands, b_t bands (one per 128-channel sub-tile, with staging), the
+// transposed tiles and the [a_w, b_w x taps] gradient staging tile, all double-buffered but the
+// last. Sized by the widest block actually used, not the engine's maximum.
+uint64_t wg_bytes(const WeightGrad& w, int64_t rows, uint32_t nt, uint32_t P) {
   const uint64_t es = dtype_size(w.a.dtype);
   const Axes aa = a_axes(w.axes);
   uint64_t bbuf = 0, stage = 0, abuf = 0;
@@ -70,36 +74,57 @@ uint64_t wg_bytes(const WeightGrad& w, int64_t rows, uint32_t P, uint32_t NT) {
     if (!covers(w.axes, band)) stage = std::max<uint64_t>(stage, data_elements(w.axes, band));
     abuf = std::max<uint64_t>(abuf, a_band(aa, band).buffer_elements());
   }
-  const uint64_t nsub = (NT + P - 1) / P;
+  const int64_t G = w.groups, ca_g = w.a.sizes[1] / G, cb_g = w.b.sizes[1] / G;
+  uint64_t bw = 1;
+  for (const WgBlock& blk : wg_blocks(G, ca_g, cb_g, P, nt))
+    bw = std::max<uint64_t>(bw, static_cast<uint64_t>(blk.b_w));
+  const uint64_t nsub = (bw + P - 1) / P;
   int64_t ktot = 1;
   for (int x = 0; x < 3; ++x) ktot *= w.axes[x].kernel;
-  return (2 * (abuf + nsub * (bbuf + stage)) + 2 * P + 2 * NT) * es +
-         NT * ktot * dtype_size(w.dw.dtype) + 16 * 64;
+  return (2 * (abuf + nsub * (bbuf + stage)) + 2 * P + 2 * bw) * es +
+         bw * ktot * dtype_size(w.dw.dtype) + 16 * 64;
 }
 
-int64_t wg_rows(const WeightGrad& w, const CoreParams& core) {
+// Band rows and b-block width: the widest block (fewest passes over the input) whose bands
+// still hold a few rows; narrower blocks when the gradient staging tile (b_w x taps, e.g.
+// 512 channels x 49 taps of a 7x7 kernel) crowds the bands out. rows 0: nothing fits.
+struct WgPlan {
+  int64_t rows = 0;
+  uint32_t nt = 0;
+};
+
+WgPlan wg_plan(const WeightGrad& w, const CoreParams& core) {
   const uint32_t P = core.tensor.rows, NT = core.tensor.moving_free_max;
-  int64_t rows = w.axes[band_axis(w.axes)].out;
+  const int64_t total = w.axes[band_axis(w.axes)].out;
   const uint64_t cap = core.sbuf.partition_bytes;
-  while (wg_bytes(w, rows, P, NT) > cap && rows > 1) rows = (rows + 1) / 2;
-  return wg_bytes(w, rows, P, NT) <= cap ? rows : 0;
+  const int64_t want = std::min<int64_t>(total, 8);
+  WgPlan best;
+  for (uint32_t nt = NT; nt >= 1; nt /= 2) {
+    int64_t rows = total;
+    while (wg_bytes(w, rows, nt, P) > cap && rows > 1) rows = (rows + 1) / 2;
+    if (wg_bytes(w, rows, nt, P) > cap) rows = 0;
+    if (rows > best.rows) best = {rows, nt};
+    if (rows >= want) break;
+  }
+  return best;
 }
 
 }  // namespace
 
 int64_t weight_grad_band_rows(const WeightGrad& w, const CoreParams& core) {
-  return wg_rows(w, core);
+  return wg_plan(w, core).rows;
 }
 
 Program build_weight_grad(const std::string& name, const WeightGrad& w, const CoreParams& core) {
   ProgramBuilder b(name, core);
   if (w.dw.numel() == 0) return std::move(b).build();
-  const int64_t rows = wg_rows(w, core);
+  const WgPlan plan = wg_plan(w, core);
+  const int64_t rows = plan.rows;
   if (rows == 0) {
     throw std::invalid_argument(
         fmt::format("{}: one output row of {} does not fit SBUF", name, w.a.to_string()));
   }
-  const uint32_t P = core.tensor.rows, NT = core.tensor.moving_free_max;
+  const uint32_t P = core.tensor.rows, NT = plan.nt;
   const DType dt = w.a.dtype, odt = w.dw.dtype;
   const uint64_t es = dtype_size(dt), oes = dtype_size(odt);
   const Axes& ax = w.axes;
@@ -109,7 +134,10 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
   int64_t ktot = 1;
   for (int x = 0; x < 3; ++x) ktot *= ax[x].kernel;
   const std::vector<Band> bands = make_bands(ax, rows);
-  const uint32_t nsub_max = (NT + P - 1) / P;
+  const std::vector<WgBlock> blocks = wg_blocks(G, ca_g, cb_g, P, NT);
+  uint32_t BW = 1;  // the widest b-block: sizes the b_t tiles and the gradient staging tile
+  for (const WgBlock& blk : blocks) BW = std::max(BW, static_cast<uint32_t>(blk.b_w));
+  const uint32_t nsub_max = (BW + P - 1) / P;
 
   uint64_t bbuf = 0, stage = 0, abuf = 0;
   for (const Band& band : bands) {
@@ -121,8 +149,8 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
   const uint64_t b_off = b.alloc_sbuf(2 * nsub_max * bbuf);
   const uint64_t st_off = b.alloc_sbuf(std::max<uint64_t>(1, 2 * nsub_max * stage));
   const uint64_t at_off = b.alloc_sbuf(2 * uint64_t{P} * es);
-  const uint64_t bt_off = b.alloc_sbuf(2 * uint64_t{NT} * es);
-  const uint64_t wst_off = b.alloc_sbuf(uint64_t{NT} * ktot * oes);
+  const uint64_t bt_off = b.alloc_sbuf(2 * uint64_t{BW} * es);
+  const uint64_t wst_off = b.alloc_sbuf(uint64_t{BW} * ktot * oes);
   uint64_t tr_bank[2], acc_bank[kAccBanksWg];
   for (auto& x : tr_bank) x = b.alloc_psum_bank();
   for (auto& x : acc_bank) x = b.alloc_psum_bank();
@@ -154,7 +182,7 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
     return b.mark(e);
   };
 
-  for (const WgBlock& blk : wg_blocks(G, ca_g, cb_g, P, NT)) {
+  for (const WgBlock& blk : blocks) {
     const uint32_t a_w = static_cast<uint32_t>(blk.a_w), b_w = static_cast<uint32_t>(blk.b_w);
     const uint32_t nsub = (b_w + P - 1) / P;
     const int64_t per_bank = std::max<int64_t>(1, 512 / b_w);
@@ -223,13 +251,13 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
                 b.emit(kTensor, isa::transpose(tr_b, window_ap(dt, sw, src, ax, band, r, tap)));
                 const Token b_tr = b.mark(kTensor);
                 const AccessPattern bt =
-                    isa::sbuf_tile(dt, npos, bt_off + (bs * NT + s * P) * es, sw);
+                    isa::sbuf_tile(dt, npos, bt_off + (bs * BW + s * P) * es, sw);
                 tr_free[ts] = evacuate(bt, tr_b, {b_tr, bt_free[bs]});
                 bt_ready = tr_free[ts];
               }
               b.wait(kTensor, at_ready);
               b.wait(kTensor, bt_ready);
-              const AccessPattern mov = isa::sbuf_tile(dt, npos, bt_off + bs * NT * es, b_w);
+              const AccessPattern mov = isa::sbuf_tile(dt, npos, bt_off + bs * BW * es, b_w);
               b.emit(kTensor, isa::matmul(acc_ap(k - t0), at, mov, started[k - t0]));
               started[k - t0] = true;
               bt_free[bs] = b.mark(kTensor);

@@ -102,6 +102,50 @@ def test_stem_conv_224_isa_mode():
     _check(x, w, 2, 3, True, 1e-4, isa=True)
 
 
+@pytest.mark.parametrize(
+    "xs,ws,stride,padding,dilation,dtype,tol",
+    [
+        # 64 channels: taps two at a time on the partitions, the last of each row alone.
+        ((2, 64, 28, 28), (16, 64, 7, 7), 2, 3, 1, torch.float32, 1e-4),
+        # Dilated taps: replica j is the band shifted by j * dilation.
+        ((2, 5, 19, 17), (6, 5, 3, 3), 1, 2, 2, torch.float32, 1e-4),
+        # A 1-d convolution: every tap of the kernel in one group.
+        ((3, 4, 50), (6, 4, 5), 2, 2, 1, torch.float32, 1e-4),
+        ((1, 3, 224, 224), (16, 3, 7, 7), 2, 3, 1, torch.bfloat16, 2e-2),
+    ],
+)
+def test_weight_grad_stacked_taps_isa_mode(xs, ws, stride, padding, dilation, dtype, tol):
+    # The weight gradient stacks up to P / channels taps along the innermost kernel axis on the
+    # partitions (one transpose and matmul for several taps); ISA mode checks its values.
+    torch.manual_seed(0)
+    x = torch.randn(xs).to(dtype)
+    w = (torch.randn(ws) * 0.1).to(dtype)
+    conv = F.conv1d if len(xs) == 3 else F.conv2d
+    xd = x.to("neuron").requires_grad_()
+    wd = w.to("neuron").requires_grad_()
+    neuronsim.clear_op_tracking()
+    _C._set_isa_mode(True)
+    try:
+        y = conv(xd, wd, stride=stride, padding=padding, dilation=dilation)
+        g = torch.randn(y.shape).to(dtype)
+        y.backward(g.to("neuron"))
+        got = [y.detach().cpu(), wd.grad.cpu(), xd.grad.cpu()]
+    finally:
+        _C._set_isa_mode(False)
+    assert not neuronsim.get_fallback_ops(), sorted(neuronsim.get_fallback_ops())
+    xc = x.float().requires_grad_()
+    wc = w.float().requires_grad_()
+    yc = conv(xc, wc, stride=stride, padding=padding, dilation=dilation)
+    yc.backward(g.float())
+    for name, a, b in (
+        ("output", got[0], yc.detach()),
+        ("grad_weight", got[1], wc.grad),
+        ("grad_input", got[2], xc.grad),
+    ):
+        scale = b.abs().max().item()
+        assert_close(a.float(), b, rtol=tol, atol=tol * scale, msg=lambda m, n=name: n + m)
+
+
 def test_wide_7x7_weight_grad_isa_mode():
     # 512 input channels by 49 taps: next to the gradient staging tile of a 512-wide b-block
     # (100 KB) bands of 112-wide rows hold only 4 rows, so the program takes 256-wide blocks.

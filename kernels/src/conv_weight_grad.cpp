@@ -83,6 +83,10 @@ Band a_band(const Axes& aa, const Band& band) {
   Band r = band;
   for (int x = 0; x < 3; ++x) r.ext[x] = x == band.axis ? band.hi - band.lo : aa[x].out;
   r.base = band.lo;
+  if (band.col_tiled()) {
+    r.ext[2] = band.cols_hi - band.cols_lo;
+    r.cols_base = band.cols_lo;
+  }
   return r;
 }
 
@@ -90,11 +94,11 @@ Band a_band(const Axes& aa, const Band& band) {
 // most `nt` channels: a_t bands, b_t bands (one per 128-channel sub-tile, with staging), the
 // transposed tiles and the [a_w, b_w x taps] gradient staging tile, all double-buffered but the
 // last. Sized by the widest block actually used, not the engine's maximum.
-uint64_t wg_bytes(const WeightGrad& w, int64_t rows, uint32_t nt, uint32_t P) {
+uint64_t wg_bytes(const WeightGrad& w, int64_t rows, int64_t cols, uint32_t nt, uint32_t P) {
   const uint64_t es = dtype_size(w.a.dtype);
   const Axes aa = a_axes(w.axes);
   uint64_t bbuf = 0, stage = 0, abuf = 0;
-  for (const Band& band : make_bands(w.axes, rows)) {
+  for (const Band& band : make_bands(w.axes, rows, cols)) {
     bbuf = std::max<uint64_t>(bbuf, band.buffer_elements());
     if (!covers(w.axes, band)) stage = std::max<uint64_t>(stage, data_elements(w.axes, band));
     abuf = std::max<uint64_t>(abuf, a_band(aa, band).buffer_elements());
@@ -112,9 +116,10 @@ uint64_t wg_bytes(const WeightGrad& w, int64_t rows, uint32_t nt, uint32_t P) {
 
 // Band rows and b-block width: the widest block (fewest passes over the input) whose bands
 // still hold a few rows; narrower blocks when the gradient staging tile (b_w x taps, e.g.
-// 512 channels x 49 taps of a 7x7 kernel) crowds the bands out. rows 0: nothing fits.
+// 512 channels x 49 taps of a 7x7 kernel) crowds the bands out. When not even one row fits (a
+// wide image), one-row bands split into tiles of `cols` output columns. rows 0: nothing fits.
 struct WgPlan {
-  int64_t rows = 0;
+  int64_t rows = 0, cols = 0;
   uint32_t nt = 0;
 };
 
@@ -126,10 +131,19 @@ WgPlan wg_plan(const WeightGrad& w, const CoreParams& core) {
   WgPlan best;
   for (uint32_t nt = NT; nt >= 1; nt /= 2) {
     int64_t rows = total;
-    while (wg_bytes(w, rows, nt, P) > cap && rows > 1) rows = (rows + 1) / 2;
-    if (wg_bytes(w, rows, nt, P) > cap) rows = 0;
-    if (rows > best.rows) best = {rows, nt};
+    while (wg_bytes(w, rows, 0, nt, P) > cap && rows > 1) rows = (rows + 1) / 2;
+    if (wg_bytes(w, rows, 0, nt, P) > cap) rows = 0;
+    if (rows > best.rows) best = {rows, 0, nt};
     if (rows >= want) break;
+  }
+  if (best.rows > 0 || band_axis(w.axes) == 2) return best;
+  const int64_t width = w.axes[2].out;
+  for (uint32_t nt = NT; nt >= 1; nt /= 2) {
+    int64_t cols = width;
+    while (wg_bytes(w, 1, cols, nt, P) > cap && cols > 1) cols = (cols + 1) / 2;
+    if (wg_bytes(w, 1, cols, nt, P) > cap) continue;
+    if (cols > best.cols) best = {1, cols, nt};
+    if (cols >= std::min<int64_t>(width, P)) break;
   }
   return best;
 }
@@ -158,7 +172,7 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
   const int64_t ca_g = w.a.sizes[1] / G, cb_g = w.b.sizes[1] / G;
   int64_t ktot = 1;
   for (int x = 0; x < 3; ++x) ktot *= ax[x].kernel;
-  const std::vector<Band> bands = make_bands(ax, rows);
+  const std::vector<Band> bands = make_bands(ax, rows, plan.cols);
   const std::vector<WgBlock> blocks = wg_blocks(G, ca_g, cb_g, P, NT);
   uint32_t BW = 1;  // the widest b-block: sizes the b_t tiles and the gradient staging tile
   for (const WgBlock& blk : blocks) BW = std::max(BW, static_cast<uint32_t>(blk.b_w));

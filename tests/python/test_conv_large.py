@@ -146,6 +146,20 @@ def test_weight_grad_stacked_taps_isa_mode(xs, ws, stride, padding, dilation, dt
         assert_close(a.float(), b, rtol=tol, atol=tol * scale, msg=lambda m, n=name: n + m)
 
 
+@pytest.mark.parametrize(
+    "xs,ws,stride,padding,dilation,dtype,tol",
+    [
+        # One output row of these does not fit SBUF: rows split into column tiles (forward,
+        # input and weight gradients). fp32 stem past ~1680 pixels, bf16 past ~3300.
+        ((1, 3, 9, 2000), (8, 3, 7, 7), 2, 3, 1, torch.float32, 1e-4),
+        ((1, 3, 6, 3601), (4, 3, 7, 7), 2, 3, 1, torch.bfloat16, 2e-2),
+        ((1, 16, 5, 3000), (8, 16, 3, 5), 1, 2, 2, torch.float32, 1e-4),
+    ],
+)
+def test_wide_rows_split_into_columns_isa_mode(xs, ws, stride, padding, dilation, dtype, tol):
+    test_weight_grad_stacked_taps_isa_mode(xs, ws, stride, padding, dilation, dtype, tol)
+
+
 def test_wide_7x7_weight_grad_isa_mode():
     # 512 input channels by 49 taps: next to the gradient staging tile of a 512-wide b-block
     # (100 KB) bands of 112-wide rows hold only 4 rows, so the program takes 256-wide blocks.

@@ -162,7 +162,9 @@ Program build_shifted_conv(const std::string& name, const ShiftedConv& c, const 
   const Tiling tiling = choose_tiling(c, plan, core);
   if (tiling.rows == 0) {
     throw std::invalid_argument(
-        fmt::format("{}: one output row of {} does not fit SBUF", name, c.out.to_string()));
+        fmt::format("{}: even one output position of {} (a one-row, one-column band and its input "
+                    "window) does not fit SBUF",
+                    name, c.out.to_string()));
   }
   const uint32_t P = core.tensor.rows, NT = core.tensor.moving_free_max;
   const DType dt = c.in.dtype, odt = c.out.dtype;

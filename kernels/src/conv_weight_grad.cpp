@@ -161,7 +161,9 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
   const int64_t rows = plan.rows;
   if (rows == 0) {
     throw std::invalid_argument(
-        fmt::format("{}: one output row of {} does not fit SBUF", name, w.a.to_string()));
+        fmt::format("{}: even one output position of {} (a one-row, one-column band and its input "
+                    "window) does not fit SBUF",
+                    name, w.a.to_string()));
   }
   const uint32_t P = core.tensor.rows, NT = plan.nt;
   const DType dt = w.a.dtype, odt = w.dw.dtype;

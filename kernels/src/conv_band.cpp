@@ -15,7 +15,15 @@ using Token = ProgramBuilder::Token;
 std::array<int64_t, 3> Band::out_counts(const Axes& a) const {
   std::array<int64_t, 3> c{};
   for (int x = 0; x < 3; ++x) c[x] = x == axis ? hi - lo : a[x].out;
+  if (col_tiled()) c[2] = cols_hi - cols_lo;
   return c;
+}
+
+std::array<int64_t, 3> Band::origin() const {
+  std::array<int64_t, 3> o{0, 0, 0};
+  o[axis] = lo;
+  if (col_tiled()) o[2] = cols_lo;
+  return o;
 }
 
 int64_t Band::outputs(const Axes& a) const {
@@ -30,17 +38,27 @@ int band_axis(const Axes& a) {
   return 2;
 }
 
-std::vector<Band> make_bands(const Axes& a, int64_t rows) {
+std::vector<Band> make_bands(const Axes& a, int64_t rows, int64_t cols) {
   const int axis = band_axis(a);
+  const bool split = cols > 0 && axis != 2 && cols < a[2].out;
+  const int64_t step = split ? cols : std::max<int64_t>(a[2].out, 1);
   std::vector<Band> bands;
   for (int64_t lo = 0; lo < a[axis].out; lo += rows) {
-    Band b;
-    b.axis = axis;
-    b.lo = lo;
-    b.hi = std::min(lo + rows, a[axis].out);
-    for (int x = 0; x < 3; ++x) b.ext[x] = a[x].extent(x == axis ? b.hi - b.lo : a[x].out);
-    b.base = lo * a[axis].stride;
-    bands.push_back(b);
+    for (int64_t c0 = 0; c0 < std::max<int64_t>(a[2].out, 1); c0 += step) {
+      Band b;
+      b.axis = axis;
+      b.lo = lo;
+      b.hi = std::min(lo + rows, a[axis].out);
+      for (int x = 0; x < 3; ++x) b.ext[x] = a[x].extent(x == axis ? b.hi - b.lo : a[x].out);
+      b.base = lo * a[axis].stride;
+      if (split) {
+        b.cols_lo = c0;
+        b.cols_hi = std::min(c0 + cols, a[2].out);
+        b.cols_base = c0 * a[2].stride;
+        b.ext[2] = a[2].extent(b.cols_hi - b.cols_lo);
+      }
+      bands.push_back(b);
+    }
   }
   return bands;
 }
@@ -61,7 +79,7 @@ namespace {
 std::array<Span, 3> spans(const Axes& a, const Band& band) {
   std::array<Span, 3> s;
   for (int x = 0; x < 3; ++x) {
-    s[x] = data_span(a[x], band.ext[x], x == band.axis ? band.base : 0);
+    s[x] = data_span(a[x], band.ext[x], band.base_of(x));
   }
   return s;
 }
@@ -84,8 +102,7 @@ bool covers(const Axes& a, const Band& band) {
 
 std::vector<Rect> make_blocks(const Axes& a, const Band& band, int64_t limit) {
   const auto c = band.out_counts(a);
-  std::array<int64_t, 3> origin{0, 0, 0};
-  origin[band.axis] = band.lo;
+  const std::array<int64_t, 3> origin = band.origin();
   std::vector<Rect> out;
   auto add = [&](int64_t i0, int64_t n0, int64_t i1, int64_t n1, int64_t i2, int64_t n2) {
     Rect r;
@@ -217,7 +234,7 @@ AccessPattern window_ap(DType t, uint32_t partitions, uint64_t buffer, const Axe
                         const Band& band, const Rect& r, const std::array<int64_t, 3>& tap) {
   std::array<int64_t, 3> p{};
   for (int x = 0; x < 3; ++x) {
-    p[x] = r.start[x] * a[x].stride + tap[x] * a[x].dilation - (x == band.axis ? band.base : 0);
+    p[x] = r.start[x] * a[x].stride + tap[x] * a[x].dilation - band.base_of(x);
   }
   const int64_t flat = (p[0] * band.ext[1] + p[1]) * band.ext[2] + p[2];
   return sbuf_ap(t, 0, partitions, buffer + static_cast<uint64_t>(flat) * dtype_size(t),

@@ -24,13 +24,23 @@ struct Axis {
 };
 using Axes = std::array<Axis, 3>;
 
-/// Output rows [lo, hi) along `axis` (every position of the other axes) and the buffer they
-/// read: extents per axis, the band axis starting at buffer position `base`.
+/// Output rows [lo, hi) along `axis` and the buffer they read: extents per axis, the band axis
+/// starting at buffer position `base`. The other axes are whole, but for the innermost when
+/// the band axis is another one and cols_hi >= 0: output columns [cols_lo, cols_hi), their
+/// buffer starting at position cols_base (rows too wide for SBUF are split into column tiles).
 struct Band {
   int axis = 2;
   int64_t lo = 0, hi = 1;
   std::array<int64_t, 3> ext{1, 1, 1};
   int64_t base = 0;
+  int64_t cols_lo = 0, cols_hi = -1, cols_base = 0;
+  bool col_tiled() const { return axis != 2 && cols_hi >= 0; }
+  /// Where the band's outputs start (row-major layout origin).
+  std::array<int64_t, 3> origin() const;
+  /// The buffer position of output 0 of axis x (band axis: base, column tile: cols_base).
+  int64_t base_of(int x) const {
+    return x == axis ? base : (x == 2 && col_tiled() ? cols_base : 0);
+  }
   int64_t buffer_elements() const { return ext[0] * ext[1] * ext[2]; }
   /// Output positions of the band (row-major over the three axes).
   std::array<int64_t, 3> out_counts(const Axes& a) const;
@@ -39,8 +49,9 @@ struct Band {
 
 /// The axis bands run along: the first with more than one output.
 int band_axis(const Axes& a);
-/// Bands of at most `rows` output rows covering the band axis.
-std::vector<Band> make_bands(const Axes& a, int64_t rows);
+/// Bands of at most `rows` output rows covering the band axis; cols > 0 (and a band axis other
+/// than the innermost): each band split into tiles of at most `cols` output columns.
+std::vector<Band> make_bands(const Axes& a, int64_t rows, int64_t cols = 0);
 
 /// The input elements of one axis that land in a band's buffer: the first input index, how
 /// many, and the buffer position of the first.

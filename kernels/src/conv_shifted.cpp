@@ -109,10 +109,10 @@ Plan make_plan(const ShiftedConv& c, const CoreParams& core) {
   return p;
 }
 
-uint64_t band_bytes(const ShiftedConv& c, const Plan& p, int64_t rows) {
+uint64_t band_bytes(const ShiftedConv& c, const Plan& p, int64_t rows, int64_t cols) {
   const uint64_t es = dtype_size(c.in.dtype), oes = dtype_size(c.out.dtype);
   uint64_t buf = 0, stage = 0, outs = 0;
-  for (const Band& band : make_bands(c.axes, rows)) {
+  for (const Band& band : make_bands(c.axes, rows, cols)) {
     buf = std::max<uint64_t>(buf, band.buffer_elements());
     if (!covers(c.axes, band)) stage = std::max<uint64_t>(stage, data_elements(c.axes, band));
     outs = std::max<uint64_t>(outs, band.outputs(c.axes));
@@ -120,13 +120,24 @@ uint64_t band_bytes(const ShiftedConv& c, const Plan& p, int64_t rows) {
   return 2 * p.max_ck_tiles * (buf + stage) * es + 2 * outs * oes + 8 * 64;
 }
 
-int64_t choose_rows(const ShiftedConv& c, const Plan& p, const CoreParams& core) {
+// Band rows, halving until a band fits SBUF; when not even one row does (a wide image), one-row
+// bands split into column tiles (cols > 0). rows 0: nothing fits.
+struct Tiling {
+  int64_t rows = 0, cols = 0;
+};
+
+Tiling choose_tiling(const ShiftedConv& c, const Plan& p, const CoreParams& core) {
   const uint64_t cap = core.sbuf.partition_bytes;
-  if (p.weight_bytes >= cap) return 0;
+  if (p.weight_bytes >= cap) return {};
   const uint64_t budget = cap - p.weight_bytes;
-  int64_t rows = c.axes[band_axis(c.axes)].out;
-  while (band_bytes(c, p, rows) > budget && rows > 1) rows = (rows + 1) / 2;
-  return band_bytes(c, p, rows) <= budget ? rows : 0;
+  const int axis = band_axis(c.axes);
+  int64_t rows = c.axes[axis].out;
+  while (band_bytes(c, p, rows, 0) > budget && rows > 1) rows = (rows + 1) / 2;
+  if (band_bytes(c, p, rows, 0) <= budget) return {rows, 0};
+  if (axis == 2) return {};
+  int64_t cols = c.axes[2].out;
+  while (band_bytes(c, p, 1, cols) > budget && cols > 1) cols = (cols + 1) / 2;
+  return band_bytes(c, p, 1, cols) <= budget ? Tiling{1, cols} : Tiling{};
 }
 
 // HBM pattern of weight rows [r0, r0 + rows) x columns [c0, c0 + cols) x every tap.
@@ -141,24 +152,26 @@ AccessPattern weight_ap(const TensorDesc& w, int64_t r0, uint32_t rows, int64_t 
 }  // namespace
 
 int64_t shifted_conv_band_rows(const ShiftedConv& c, const CoreParams& core) {
-  return choose_rows(c, make_plan(c, core), core);
+  return choose_tiling(c, make_plan(c, core), core).rows;
 }
 
 Program build_shifted_conv(const std::string& name, const ShiftedConv& c, const CoreParams& core) {
   ProgramBuilder b(name, core);
   if (c.out.numel() == 0) return std::move(b).build();
   const Plan plan = make_plan(c, core);
-  const int64_t rows = choose_rows(c, plan, core);
-  if (rows == 0) {
+  const Tiling tiling = choose_tiling(c, plan, core);
+  if (tiling.rows == 0) {
     throw std::invalid_argument(
-        fmt::format("{}: one output row of {} does not fit SBUF", name, c.out.to_string()));
+        fmt::format("{}: even one output position of {} (a one-row, one-column band and its input "
+                    "window) does not fit SBUF",
+                    name, c.out.to_string()));
   }
   const uint32_t P = core.tensor.rows, NT = core.tensor.moving_free_max;
   const DType dt = c.in.dtype, odt = c.out.dtype;
   const uint64_t es = dtype_size(dt), oes = dtype_size(odt);
   const Axes& ax = c.axes;
   const int64_t N = c.in.sizes[0], K2 = ax[2].kernel, ktot = plan.ktot;
-  const std::vector<Band> bands = make_bands(ax, rows);
+  const std::vector<Band> bands = make_bands(ax, tiling.rows, tiling.cols);
 
   // SBUF: weights, bias column, then per slot (2) and channel tile: band buffer and staging,
   // then two output staging tiles.
@@ -363,8 +376,7 @@ Program build_shifted_conv(const std::string& name, const ShiftedConv& c, const 
         }
         buf_free[slot] = b.mark(kTensor);
         const Token evacuated = bank_free[(bank_count - 1) % kAccBanks];
-        std::array<int64_t, 3> start{0, 0, 0};
-        start[band.axis] = band.lo;
+        const std::array<int64_t, 3> start = band.origin();
         b.wait(q_out, evacuated);
         const uint32_t nout = static_cast<uint32_t>(band.outputs(ax));
         b.emit(q_out, isa::dma_copy(feature_ap(c.out, n, blk.co0, co_w, start, band.out_counts(ax)),

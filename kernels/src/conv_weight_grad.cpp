@@ -47,6 +47,31 @@ std::vector<WgBlock> wg_blocks(int64_t G, int64_t ca_g, int64_t cb_g, uint32_t P
   return out;
 }
 
+// Taps stacked on the partitions: a block of at most P / 2 b-channels in one sub-tile is loaded
+// R times, copy j shifted by j taps along the innermost axis, so one transpose and one matmul
+// serve R taps (ResNet's 3-channel stem: 7 taps each instead of 1).
+int64_t wg_replicas(const Axes& ax, uint32_t b_w, uint32_t P) {
+  if (b_w == 0 || b_w > P) return 1;
+  return std::max<int64_t>(1, std::min<int64_t>(ax[2].kernel, P / b_w));
+}
+
+// Taps (k0, k1, k2 .. k2 + count - 1), flat index first .. first + count - 1.
+struct WgTaps {
+  std::array<int64_t, 3> tap{};
+  int64_t first = 0, count = 1;
+};
+
+std::vector<WgTaps> wg_tap_groups(const Axes& ax, int64_t R) {
+  std::vector<WgTaps> g;
+  for (int64_t k0 = 0; k0 < ax[0].kernel; ++k0)
+    for (int64_t k1 = 0; k1 < ax[1].kernel; ++k1)
+      for (int64_t k2 = 0; k2 < ax[2].kernel; k2 += R)
+        g.push_back({{k0, k1, k2},
+                     (k0 * ax[1].kernel + k1) * ax[2].kernel + k2,
+                     std::min(R, ax[2].kernel - k2)});
+  return g;
+}
+
 // a_t seen as a convolution input read with a 1x1 kernel: the band of the same output rows.
 Axes a_axes(const Axes& ax) {
   Axes a;
@@ -58,48 +83,89 @@ Band a_band(const Axes& aa, const Band& band) {
   Band r = band;
   for (int x = 0; x < 3; ++x) r.ext[x] = x == band.axis ? band.hi - band.lo : aa[x].out;
   r.base = band.lo;
+  if (band.col_tiled()) {
+    r.ext[2] = band.cols_hi - band.cols_lo;
+    r.cols_base = band.cols_lo;
+  }
   return r;
 }
 
-uint64_t wg_bytes(const WeightGrad& w, int64_t rows, uint32_t P, uint32_t NT) {
+// Per-partition SBUF bytes of the program for bands of `rows` output rows and b-blocks of at
+// most `nt` channels: a_t bands, b_t bands (one per 128-channel sub-tile, with staging), the
+// transposed tiles and the [a_w, b_w x taps] gradient staging tile, all double-buffered but the
+// last. Sized by the widest block actually used, not the engine's maximum.
+uint64_t wg_bytes(const WeightGrad& w, int64_t rows, int64_t cols, uint32_t nt, uint32_t P) {
   const uint64_t es = dtype_size(w.a.dtype);
   const Axes aa = a_axes(w.axes);
   uint64_t bbuf = 0, stage = 0, abuf = 0;
-  for (const Band& band : make_bands(w.axes, rows)) {
+  for (const Band& band : make_bands(w.axes, rows, cols)) {
     bbuf = std::max<uint64_t>(bbuf, band.buffer_elements());
     if (!covers(w.axes, band)) stage = std::max<uint64_t>(stage, data_elements(w.axes, band));
     abuf = std::max<uint64_t>(abuf, a_band(aa, band).buffer_elements());
   }
-  const uint64_t nsub = (NT + P - 1) / P;
+  const int64_t G = w.groups, ca_g = w.a.sizes[1] / G, cb_g = w.b.sizes[1] / G;
+  uint64_t bw = 1;
+  for (const WgBlock& blk : wg_blocks(G, ca_g, cb_g, P, nt))
+    bw = std::max<uint64_t>(bw, static_cast<uint64_t>(blk.b_w));
+  const uint64_t nsub = (bw + P - 1) / P;
   int64_t ktot = 1;
   for (int x = 0; x < 3; ++x) ktot *= w.axes[x].kernel;
-  return (2 * (abuf + nsub * (bbuf + stage)) + 2 * P + 2 * NT) * es +
-         NT * ktot * dtype_size(w.dw.dtype) + 16 * 64;
+  return (2 * (abuf + nsub * (bbuf + stage)) + 2 * P + 2 * std::max<uint64_t>(bw, P)) * es +
+         bw * ktot * dtype_size(w.dw.dtype) + 16 * 64;
 }
 
-int64_t wg_rows(const WeightGrad& w, const CoreParams& core) {
+// Band rows and b-block width: the widest block (fewest passes over the input) whose bands
+// still hold a few rows; narrower blocks when the gradient staging tile (b_w x taps, e.g.
+// 512 channels x 49 taps of a 7x7 kernel) crowds the bands out. When not even one row fits (a
+// wide image), one-row bands split into tiles of `cols` output columns. rows 0: nothing fits.
+struct WgPlan {
+  int64_t rows = 0, cols = 0;
+  uint32_t nt = 0;
+};
+
+WgPlan wg_plan(const WeightGrad& w, const CoreParams& core) {
   const uint32_t P = core.tensor.rows, NT = core.tensor.moving_free_max;
-  int64_t rows = w.axes[band_axis(w.axes)].out;
+  const int64_t total = w.axes[band_axis(w.axes)].out;
   const uint64_t cap = core.sbuf.partition_bytes;
-  while (wg_bytes(w, rows, P, NT) > cap && rows > 1) rows = (rows + 1) / 2;
-  return wg_bytes(w, rows, P, NT) <= cap ? rows : 0;
+  const int64_t want = std::min<int64_t>(total, 8);
+  WgPlan best;
+  for (uint32_t nt = NT; nt >= 1; nt /= 2) {
+    int64_t rows = total;
+    while (wg_bytes(w, rows, 0, nt, P) > cap && rows > 1) rows = (rows + 1) / 2;
+    if (wg_bytes(w, rows, 0, nt, P) > cap) rows = 0;
+    if (rows > best.rows) best = {rows, 0, nt};
+    if (rows >= want) break;
+  }
+  if (best.rows > 0 || band_axis(w.axes) == 2) return best;
+  const int64_t width = w.axes[2].out;
+  for (uint32_t nt = NT; nt >= 1; nt /= 2) {
+    int64_t cols = width;
+    while (wg_bytes(w, 1, cols, nt, P) > cap && cols > 1) cols = (cols + 1) / 2;
+    if (wg_bytes(w, 1, cols, nt, P) > cap) continue;
+    if (cols > best.cols) best = {1, cols, nt};
+    if (cols >= std::min<int64_t>(width, P)) break;
+  }
+  return best;
 }
 
 }  // namespace
 
 int64_t weight_grad_band_rows(const WeightGrad& w, const CoreParams& core) {
-  return wg_rows(w, core);
+  return wg_plan(w, core).rows;
 }
 
 Program build_weight_grad(const std::string& name, const WeightGrad& w, const CoreParams& core) {
   ProgramBuilder b(name, core);
   if (w.dw.numel() == 0) return std::move(b).build();
-  const int64_t rows = wg_rows(w, core);
+  const WgPlan plan = wg_plan(w, core);
+  const int64_t rows = plan.rows;
   if (rows == 0) {
     throw std::invalid_argument(
-        fmt::format("{}: one output row of {} does not fit SBUF", name, w.a.to_string()));
+        fmt::format("{}: even one output position of {} (a one-row, one-column band and its input "
+                    "window) does not fit SBUF",
+                    name, w.a.to_string()));
   }
-  const uint32_t P = core.tensor.rows, NT = core.tensor.moving_free_max;
+  const uint32_t P = core.tensor.rows, NT = plan.nt;
   const DType dt = w.a.dtype, odt = w.dw.dtype;
   const uint64_t es = dtype_size(dt), oes = dtype_size(odt);
   const Axes& ax = w.axes;
@@ -108,8 +174,11 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
   const int64_t ca_g = w.a.sizes[1] / G, cb_g = w.b.sizes[1] / G;
   int64_t ktot = 1;
   for (int x = 0; x < 3; ++x) ktot *= ax[x].kernel;
-  const std::vector<Band> bands = make_bands(ax, rows);
-  const uint32_t nsub_max = (NT + P - 1) / P;
+  const std::vector<Band> bands = make_bands(ax, rows, plan.cols);
+  const std::vector<WgBlock> blocks = wg_blocks(G, ca_g, cb_g, P, NT);
+  uint32_t BW = 1;  // the widest b-block: sizes the b_t tiles and the gradient staging tile
+  for (const WgBlock& blk : blocks) BW = std::max(BW, static_cast<uint32_t>(blk.b_w));
+  const uint32_t nsub_max = (BW + P - 1) / P;
 
   uint64_t bbuf = 0, stage = 0, abuf = 0;
   for (const Band& band : bands) {
@@ -121,15 +190,17 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
   const uint64_t b_off = b.alloc_sbuf(2 * nsub_max * bbuf);
   const uint64_t st_off = b.alloc_sbuf(std::max<uint64_t>(1, 2 * nsub_max * stage));
   const uint64_t at_off = b.alloc_sbuf(2 * uint64_t{P} * es);
-  const uint64_t bt_off = b.alloc_sbuf(2 * uint64_t{NT} * es);
-  const uint64_t wst_off = b.alloc_sbuf(uint64_t{NT} * ktot * oes);
+  const uint32_t BTW = std::max(BW, P);  // b_t tile width: a block, or R replicated taps
+  const uint64_t bt_off = b.alloc_sbuf(2 * uint64_t{BTW} * es);
+  const uint64_t wst_off = b.alloc_sbuf(uint64_t{BW} * ktot * oes);
   uint64_t tr_bank[2], acc_bank[kAccBanksWg];
   for (auto& x : tr_bank) x = b.alloc_psum_bank();
   for (auto& x : acc_bank) x = b.alloc_psum_bank();
   const uint64_t bank_bytes = core.psum.bank_bytes();
   auto tr_slot = [&](int s) { return tr_bank[s / 4] + (s % 4) * (bank_bytes / 4); };
 
-  const StreamId q_a = dma_queue(0), q_b0 = dma_queue(1), q_b1 = dma_queue(2), q_out = dma_queue(3);
+  const StreamId q_a = dma_queue(0), q_b0 = dma_queue(1), q_b1 = dma_queue(2), q_out = dma_queue(3),
+                 q_rep = dma_queue(4);
   bool zero_each = false;
   if (bands.size() > 1) {
     for (const Band& band : bands) zero_each |= !covers(ax, band);
@@ -154,19 +225,25 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
     return b.mark(e);
   };
 
-  for (const WgBlock& blk : wg_blocks(G, ca_g, cb_g, P, NT)) {
+  for (const WgBlock& blk : blocks) {
     const uint32_t a_w = static_cast<uint32_t>(blk.a_w), b_w = static_cast<uint32_t>(blk.b_w);
     const uint32_t nsub = (b_w + P - 1) / P;
-    const int64_t per_bank = std::max<int64_t>(1, 512 / b_w);
-    const int64_t taps_per_pass = per_bank * kAccBanksWg;
-    auto acc_ap = [&](int64_t k_in_pass) {
-      const int64_t bank = k_in_pass / per_bank, within = k_in_pass % per_bank;
-      return isa::psum_tile(DType::kFp32, a_w, acc_bank[bank] + within * b_w * 4, b_w);
+    const int64_t R = wg_replicas(ax, b_w, P);
+    const std::vector<WgTaps> groups = wg_tap_groups(ax, R);
+    const int64_t ngroups = static_cast<int64_t>(groups.size());
+    // Accumulators: R * b_w columns per tap group, whole groups per PSUM bank.
+    const int64_t gw_max = R * b_w;
+    const int64_t per_bank = std::max<int64_t>(1, 512 / gw_max);
+    const int64_t groups_per_pass = per_bank * kAccBanksWg;
+    auto acc_ap = [&](int64_t g_in_pass, int64_t count) {
+      const int64_t bank = g_in_pass / per_bank, within = g_in_pass % per_bank;
+      return isa::psum_tile(DType::kFp32, a_w, acc_bank[bank] + within * gw_max * 4,
+                            static_cast<uint32_t>(count * b_w));
     };
     b.wait(kVector, wst_free);
     b.wait(kScalar, wst_free);
-    for (int64_t t0 = 0; t0 < ktot; t0 += taps_per_pass) {
-      const int64_t t1 = std::min(ktot, t0 + taps_per_pass);
+    for (int64_t t0 = 0; t0 < ngroups; t0 += groups_per_pass) {
+      const int64_t t1 = std::min(ngroups, t0 + groups_per_pass);
       std::vector<bool> started(t1 - t0, false);
       b.wait(kTensor, evac_v);
       b.wait(kTensor, evac_s);
@@ -193,6 +270,17 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
             b_loaded[s] =
                 load_band(b, w.b, ax, band, n, blk.b0 + s * P, sw, wb, b_free[slot], *sf, sf);
             z = std::max<int64_t>(z, sw);
+            for (int64_t j = 1; j < R; ++j) {
+              // Copy j on partitions [j * sw, ...): the band shifted by j taps along the
+              // innermost axis (its last positions, never read by a valid tap, left as they are).
+              const int64_t shift = j * ax[2].dilation;
+              const uint32_t L = static_cast<uint32_t>(band.buffer_elements() - shift);
+              b.wait(q_rep, b_loaded[s]);
+              b.emit(q_rep, isa::dma_copy(
+                                isa::sbuf_tile(dt, sw, wb.buffer, L, static_cast<uint32_t>(j * sw)),
+                                isa::sbuf_tile(dt, sw, wb.buffer + shift * es, L)));
+            }
+            if (R > 1) b_loaded[s] = b.mark(q_rep);
           }
           for (const Rect& r : make_blocks(ax, band, P)) {
             const uint32_t npos = static_cast<uint32_t>(r.size());
@@ -209,28 +297,31 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
             tr_free[ts] = evacuate(at, tr_a, {a_tr, at_free[as]});
             const Token at_ready = tr_free[ts];
             for (int64_t k = t0; k < t1; ++k) {
-              const std::array<int64_t, 3> tap{k / (ax[1].kernel * ax[2].kernel),
-                                               (k / ax[2].kernel) % ax[1].kernel, k % ax[2].kernel};
+              const WgTaps& tg = groups[k];
+              // Columns of the moving tile: b_w channels of one tap, or (R > 1, one sub-tile)
+              // tap j's channels at [j * b_w, ...).
+              const uint32_t cols = static_cast<uint32_t>(tg.count * b_w);
               const int bs = static_cast<int>(bt_count++ % 2);
               Token bt_ready;
               for (uint32_t s = 0; s < nsub; ++s) {
                 const uint32_t sw = std::min<uint32_t>(P, b_w - s * P);
+                const uint32_t K = static_cast<uint32_t>(tg.count) * sw;
                 ts = static_cast<int>(tr_count++ % kTrSlots);
                 b.wait(kTensor, b_loaded[s]);
                 b.wait(kTensor, tr_free[ts]);
-                const AccessPattern tr_b = isa::psum_tile(dt, npos, tr_slot(ts), sw);
+                const AccessPattern tr_b = isa::psum_tile(dt, npos, tr_slot(ts), K);
                 const uint64_t src = b_off + (slot * nsub_max + s) * bbuf;
-                b.emit(kTensor, isa::transpose(tr_b, window_ap(dt, sw, src, ax, band, r, tap)));
+                b.emit(kTensor, isa::transpose(tr_b, window_ap(dt, K, src, ax, band, r, tg.tap)));
                 const Token b_tr = b.mark(kTensor);
                 const AccessPattern bt =
-                    isa::sbuf_tile(dt, npos, bt_off + (bs * NT + s * P) * es, sw);
+                    isa::sbuf_tile(dt, npos, bt_off + (bs * BTW + s * P) * es, K);
                 tr_free[ts] = evacuate(bt, tr_b, {b_tr, bt_free[bs]});
                 bt_ready = tr_free[ts];
               }
               b.wait(kTensor, at_ready);
               b.wait(kTensor, bt_ready);
-              const AccessPattern mov = isa::sbuf_tile(dt, npos, bt_off + bs * NT * es, b_w);
-              b.emit(kTensor, isa::matmul(acc_ap(k - t0), at, mov, started[k - t0]));
+              const AccessPattern mov = isa::sbuf_tile(dt, npos, bt_off + bs * BTW * es, cols);
+              b.emit(kTensor, isa::matmul(acc_ap(k - t0, tg.count), at, mov, started[k - t0]));
               started[k - t0] = true;
               bt_free[bs] = b.mark(kTensor);
             }
@@ -240,11 +331,14 @@ Program build_weight_grad(const std::string& name, const WeightGrad& w, const Co
           b_free[slot] = a_free[slot];
         }
       }
-      // Evacuate this pass's taps into the staging tile [a_w, b_w x ktot] (dw's own layout).
+      // Evacuate this pass's taps into the staging tile [a_w, b_w x ktot] (dw's own layout):
+      // accumulator column j * b_w + c is tap first + j of channel c.
       const Token mm_done = b.mark(kTensor);
       for (int64_t k = t0; k < t1; ++k) {
-        const AccessPattern acc = acc_ap(k - t0);
-        const AccessPattern dst = sbuf_ap(odt, 0, a_w, wst_off + k * oes, {{ktot, b_w}});
+        const WgTaps& tg = groups[k];
+        const AccessPattern acc = acc_ap(k - t0, tg.count);
+        const AccessPattern dst = sbuf_ap(odt, 0, a_w, wst_off + tg.first * oes,
+                                          {{1, static_cast<uint32_t>(tg.count)}, {ktot, b_w}});
         if (!started[k - t0]) {  // nothing to sum (no images or positions)
           b.wait(kVector, mm_done);
           b.emit(kVector, isa::memset(dst, 0.0f));

@@ -10,7 +10,10 @@
 // Transposed convolutions (and the input gradient of a convolution) run the same program over
 // the input spread by the stride (zeros between elements) with the kernel flipped. The weight
 // gradient contracts over output positions: both operands are transposed to position-major
-// tiles on TensorE, one matmul per tap accumulating over images and position blocks.
+// tiles on TensorE, one matmul per tap accumulating over images and position blocks (per R taps
+// when a block of at most 64 channels stacks shifted copies of its band on the partitions).
+// Bands of output rows halve until they fit SBUF; rows too wide for that split into column
+// tiles.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -48,8 +51,9 @@ std::vector<device::Program> build_convolution_backward(const std::string& name,
                                                         const ConvSpec& spec,
                                                         const device::CoreParams& core);
 
-/// Whether the programs above can tile this convolution (one output row of every operand's band
-/// fits SBUF); sizes as PyTorch gives them (input, weight, output).
+/// Whether the programs above can tile this convolution (forward, input and weight gradients:
+/// their weights and a one-row, column-tiled band fit SBUF); sizes as PyTorch gives them
+/// (input, weight, output).
 bool convolution_fits(const std::vector<int64_t>& input, const std::vector<int64_t>& weight,
                       const std::vector<int64_t>& out, const ConvSpec& spec, device::DType dtype,
                       const device::CoreParams& core);

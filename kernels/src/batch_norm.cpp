@@ -93,6 +93,50 @@ struct Columns {
   }
 };
 
+// The training statistics of one channel block, in two passes over its chunks: pass 1 the mean
+// (`neg_mean` = -sum / M), pass 2 the sum of squares around it (`ssq`, squares on ScalarE with
+// their row sums accumulated in `part`); then `rstd` = rsqrt(ssq / M + eps) on ScalarE.
+// `load(k, pass)` brings chunk k into `x_of(k)` (resident data: the token of its one load);
+// The squares go to scratch at `squares_off`. `free_all` is the token every buffer reuse waits
+// for; it is advanced here.
+struct Statistics {
+  AccessPattern sum, part, neg_mean, ssq, rstd;
+};
+
+template <class Load, class XOf>
+void emit_statistics(ProgramBuilder& b, const Plan& plan, const Statistics& st, uint32_t cw,
+                     uint64_t squares_off, float inv_m, float eps, Load load, XOf x_of,
+                     Token& free_all) {
+  b.wait(kVector, free_all);
+  b.emit(kVector, isa::memset(st.sum, 0.0f));
+  b.emit(kVector, isa::memset(st.ssq, 0.0f));
+  for (const Chunk& k : plan.chunks) {
+    b.wait(kVector, load(k, 0));
+    b.emit(kVector, isa::tensor_reduce(st.part, x_of(k), ReduceOp::kAdd));
+    b.emit(kVector, isa::tensor_tensor(st.sum, st.sum, st.part, AluOp::kAdd));
+    free_all = b.mark(kVector);
+  }
+  b.emit(kVector, isa::tensor_scalar(st.neg_mean, st.sum, AluOp::kMultiply, isa::imm(-inv_m)));
+  free_all = b.mark(kVector);
+  for (const Chunk& k : plan.chunks) {
+    b.wait(kScalar, load(k, 1));
+    b.wait(kScalar, free_all);
+    const AccessPattern squares =
+        isa::sbuf_tile(DType::kFp32, cw, squares_off, static_cast<uint32_t>(k.box.size()));
+    Instruction sq = isa::activation(squares, x_of(k), ActFunc::kSquare, isa::imm(1.0f),
+                                     isa::per_partition(st.neg_mean));
+    sq.has_acc_dst = true;
+    sq.acc_dst = st.part;
+    b.emit(kScalar, sq);
+    b.wait(kVector, b.mark(kScalar));
+    b.emit(kVector, isa::tensor_tensor(st.ssq, st.ssq, st.part, AluOp::kAdd));
+    free_all = b.mark(kVector);
+  }
+  b.wait(kScalar, free_all);
+  b.emit(kScalar,
+         isa::activation(st.rstd, st.ssq, ActFunc::kRsqrt, isa::imm(inv_m), isa::imm(eps)));
+}
+
 }  // namespace
 
 Program build_batch_norm(const std::string& name, const BatchNormIo& io, const CoreParams& core) {
@@ -139,35 +183,8 @@ Program build_batch_norm(const std::string& name, const BatchNormIo& io, const C
       return b.mark(qin);
     };
     if (io.training) {
-      // Pass 1: the mean. Pass 2: the sum of squares around it.
-      b.wait(kVector, free_all);
-      b.emit(kVector, isa::memset(sum, 0.0f));
-      b.emit(kVector, isa::memset(ssq, 0.0f));
-      for (const Chunk& k : plan.chunks) {
-        b.wait(kVector, load(k, 0));
-        b.emit(kVector, isa::tensor_reduce(part, x_of(k), ReduceOp::kAdd));
-        b.emit(kVector, isa::tensor_tensor(sum, sum, part, AluOp::kAdd));
-        free_all = b.mark(kVector);
-      }
-      b.emit(kVector, isa::tensor_scalar(neg_mean, sum, AluOp::kMultiply, isa::imm(-inv_m)));
-      free_all = b.mark(kVector);
-      for (const Chunk& k : plan.chunks) {
-        const Token loaded = load(k, 1);
-        b.wait(kScalar, loaded);
-        b.wait(kScalar, free_all);
-        Instruction sq = isa::activation(
-            isa::sbuf_tile(DType::kFp32, cw, y_off, static_cast<uint32_t>(k.box.size())), x_of(k),
-            ActFunc::kSquare, isa::imm(1.0f), isa::per_partition(neg_mean));
-        sq.has_acc_dst = true;
-        sq.acc_dst = part;
-        b.emit(kScalar, sq);
-        b.wait(kVector, b.mark(kScalar));
-        b.emit(kVector, isa::tensor_tensor(ssq, ssq, part, AluOp::kAdd));
-        free_all = b.mark(kVector);
-      }
-      b.wait(kScalar, free_all);
-      b.emit(kScalar,
-             isa::activation(rstd, ssq, ActFunc::kRsqrt, isa::imm(inv_m), isa::imm(io.eps)));
+      emit_statistics(b, plan, {sum, part, neg_mean, ssq, rstd}, cw, y_off, inv_m, io.eps, load,
+                      x_of, free_all);
       b.wait(kVector, b.mark(kScalar));
     } else {
       b.wait(kScalar, params);
@@ -374,33 +391,8 @@ Program build_batch_norm_stats(const std::string& name, const BatchNormStatsIo& 
       b.emit(qin, isa::dma_copy(x_of(k), chunk_ap(x5, c0, cw, k)));
       return b.mark(qin);
     };
-    // Pass 1: the mean. Pass 2: the sum of squares around it.
-    b.wait(kVector, free_all);
-    b.emit(kVector, isa::memset(sum, 0.0f));
-    b.emit(kVector, isa::memset(ssq, 0.0f));
-    for (const Chunk& k : plan.chunks) {
-      b.wait(kVector, load(k, 0));
-      b.emit(kVector, isa::tensor_reduce(part, x_of(k), ReduceOp::kAdd));
-      b.emit(kVector, isa::tensor_tensor(sum, sum, part, AluOp::kAdd));
-      free_all = b.mark(kVector);
-    }
-    b.emit(kVector, isa::tensor_scalar(neg_mean, sum, AluOp::kMultiply, isa::imm(-inv_m)));
-    free_all = b.mark(kVector);
-    for (const Chunk& k : plan.chunks) {
-      b.wait(kScalar, load(k, 1));
-      b.wait(kScalar, free_all);
-      Instruction sq = isa::activation(
-          isa::sbuf_tile(DType::kFp32, cw, y_off, static_cast<uint32_t>(k.box.size())), x_of(k),
-          ActFunc::kSquare, isa::imm(1.0f), isa::per_partition(neg_mean));
-      sq.has_acc_dst = true;
-      sq.acc_dst = part;
-      b.emit(kScalar, sq);
-      b.wait(kVector, b.mark(kScalar));
-      b.emit(kVector, isa::tensor_tensor(ssq, ssq, part, AluOp::kAdd));
-      free_all = b.mark(kVector);
-    }
-    b.wait(kScalar, free_all);
-    b.emit(kScalar, isa::activation(rstd, ssq, ActFunc::kRsqrt, isa::imm(inv_m), isa::imm(io.eps)));
+    emit_statistics(b, plan, {sum, part, neg_mean, ssq, rstd}, cw, y_off, inv_m, io.eps, load, x_of,
+                    free_all);
     b.emit(kVector, isa::tensor_scalar(mean, neg_mean, AluOp::kMultiply, isa::imm(-1.0f)));
     b.wait(qout, b.mark(kScalar));
     b.wait(qout, b.mark(kVector));

@@ -137,6 +137,67 @@ void emit_statistics(ProgramBuilder& b, const Plan& plan, const Statistics& st, 
          isa::activation(st.rstd, st.ssq, ActFunc::kRsqrt, isa::imm(inv_m), isa::imm(eps)));
 }
 
+// `out` = rstd * weight (a copy of rstd without a weight): forward's scale, backward's c1.
+void emit_times_weight(ProgramBuilder& b, const AccessPattern& out, const AccessPattern& rstd,
+                       const AccessPattern* weight) {
+  if (weight)
+    b.emit(kVector, isa::tensor_tensor(out, rstd, *weight, AluOp::kMultiply));
+  else
+    b.emit(kVector, isa::tensor_copy(out, rstd));
+}
+
+// y = x * scale + shift: scale = weight * rstd, shift = bias - mean * scale.
+void emit_scale_shift(ProgramBuilder& b, const AccessPattern& scale, const AccessPattern& shift,
+                      const AccessPattern& rstd, const AccessPattern& neg_mean,
+                      const AccessPattern* weight, const AccessPattern* bias) {
+  emit_times_weight(b, scale, rstd, weight);
+  b.emit(kVector, isa::tensor_tensor(shift, neg_mean, scale, AluOp::kMultiply));
+  if (bias) b.emit(kVector, isa::tensor_tensor(shift, shift, *bias, AluOp::kAdd));
+}
+
+// One chunk's share of the backward's sums: sum_g += sum(g), dot += sum((x - mean) * g), with
+// (x - mean) * g formed in `s` (x itself when x is not needed again).
+void emit_grad_sums(ProgramBuilder& b, const AccessPattern& s, const AccessPattern& x,
+                    const AccessPattern& g, const AccessPattern& neg_mean,
+                    const AccessPattern& part, const AccessPattern& sum_g,
+                    const AccessPattern& dot) {
+  b.emit(kVector, isa::tensor_reduce(part, g, ReduceOp::kAdd));
+  b.emit(kVector, isa::tensor_tensor(sum_g, sum_g, part, AluOp::kAdd));
+  b.emit(kVector, isa::tensor_scalar(s, x, AluOp::kAdd, isa::per_partition(neg_mean)));
+  b.emit(kVector, isa::tensor_tensor(s, s, g, AluOp::kMultiply));
+  b.emit(kVector, isa::tensor_reduce(part, s, ReduceOp::kAdd));
+  b.emit(kVector, isa::tensor_tensor(dot, dot, part, AluOp::kAdd));
+}
+
+// grad_in = g * c1 + x * a + bias over N elements per channel: c1 = invstd * weight,
+// a = -c1 * invstd^2 * dot / N, bias = -a * mean - c1 * sum_g / N (`part` is scratch).
+struct GradInCoefficients {
+  AccessPattern c1, a, bias;
+};
+void emit_grad_in_coefficients(ProgramBuilder& b, const GradInCoefficients& k,
+                               const AccessPattern& invstd, const AccessPattern* weight,
+                               const AccessPattern& neg_mean, const AccessPattern& sum_g,
+                               const AccessPattern& dot, const AccessPattern& part, float inv_n) {
+  emit_times_weight(b, k.c1, invstd, weight);
+  b.emit(kVector, isa::tensor_tensor(k.a, invstd, invstd, AluOp::kMultiply));
+  b.emit(kVector, isa::tensor_tensor(k.a, k.a, dot, AluOp::kMultiply));
+  b.emit(kVector, isa::tensor_tensor(k.a, k.a, k.c1, AluOp::kMultiply));
+  b.emit(kVector, isa::tensor_scalar(k.a, k.a, AluOp::kMultiply, isa::imm(-inv_n)));
+  b.emit(kVector, isa::tensor_tensor(k.bias, k.a, neg_mean, AluOp::kMultiply));
+  b.emit(kVector, isa::tensor_tensor(part, sum_g, k.c1, AluOp::kMultiply));
+  b.emit(kVector, isa::tensor_scalar(part, part, AluOp::kMultiply, isa::imm(inv_n)));
+  b.emit(kVector, isa::tensor_tensor(k.bias, k.bias, part, AluOp::kSubtract));
+}
+
+// One chunk of grad_in into `x` (in place; g is scaled in place too).
+void emit_grad_in(ProgramBuilder& b, const AccessPattern& x, const AccessPattern& g,
+                  const GradInCoefficients& k) {
+  b.emit(kVector, isa::tensor_scalar(x, x, AluOp::kMultiply, isa::per_partition(k.a), AluOp::kAdd,
+                                     isa::per_partition(k.bias)));
+  b.emit(kVector, isa::tensor_scalar(g, g, AluOp::kMultiply, isa::per_partition(k.c1)));
+  b.emit(kVector, isa::tensor_tensor(x, x, g, AluOp::kAdd));
+}
+
 }  // namespace
 
 Program build_batch_norm(const std::string& name, const BatchNormIo& io, const CoreParams& core) {
@@ -193,14 +254,9 @@ Program build_batch_norm(const std::string& name, const BatchNormIo& io, const C
       b.wait(kVector, b.mark(kScalar));
       b.emit(kVector, isa::tensor_scalar(neg_mean, rm, AluOp::kMultiply, isa::imm(-1.0f)));
     }
-    // y = x * scale + shift: scale = weight * rstd, shift = bias - mean * scale.
     b.wait(kVector, params);
-    if (io.weight)
-      b.emit(kVector, isa::tensor_tensor(scale, rstd, w, AluOp::kMultiply));
-    else
-      b.emit(kVector, isa::tensor_copy(scale, rstd));
-    b.emit(kVector, isa::tensor_tensor(shift, neg_mean, scale, AluOp::kMultiply));
-    if (io.bias) b.emit(kVector, isa::tensor_tensor(shift, shift, bb, AluOp::kAdd));
+    emit_scale_shift(b, scale, shift, rstd, neg_mean, io.weight ? &w : nullptr,
+                     io.bias ? &bb : nullptr);
     free_all = b.mark(kVector);
     for (const Chunk& k : plan.chunks) {
       const AccessPattern x = x_of(k);
@@ -304,48 +360,30 @@ Program build_batch_norm_backward(const std::string& name, const BatchNormBackwa
       load(k, 0);
       b.wait(kVector, free_all);
       const AccessPattern x = tile(x_off, k), g = tile(g_off, k);
-      b.emit(kVector, isa::tensor_reduce(part, g, ReduceOp::kAdd));
-      b.emit(kVector, isa::tensor_tensor(sum_g, sum_g, part, AluOp::kAdd));
       // (x - mean) * g into scratch (x itself when streaming: it is reloaded).
       const AccessPattern s = plan.resident ? isa::sbuf_tile(DType::kFp32, cw, t_off,
                                                              static_cast<uint32_t>(k.box.size()))
                                             : x;
-      b.emit(kVector, isa::tensor_scalar(s, x, AluOp::kAdd, isa::per_partition(neg_mean)));
-      b.emit(kVector, isa::tensor_tensor(s, s, g, AluOp::kMultiply));
-      b.emit(kVector, isa::tensor_reduce(part, s, ReduceOp::kAdd));
-      b.emit(kVector, isa::tensor_tensor(dot, dot, part, AluOp::kAdd));
+      emit_grad_sums(b, s, x, g, neg_mean, part, sum_g, dot);
       free_all = b.mark(kVector);
     }
-    // grad_in = g * c1 + x * a + bias, c1 = invstd * weight; training: a = -c1 * invstd^2 *
-    // dot / M, bias = -a * mean - c1 * sum_g / M; eval: a = bias = 0.
-    if (io.weight)
-      b.emit(kVector, isa::tensor_tensor(c1, invstd, w, AluOp::kMultiply));
+    // grad_in = g * c1 + x * a + bias (emit_grad_in_coefficients); eval: a = bias = 0.
+    const GradInCoefficients coef{c1, a, bias};
+    if (io.training)
+      emit_grad_in_coefficients(b, coef, invstd, io.weight ? &w : nullptr, neg_mean, sum_g, dot,
+                                part, inv_m);
     else
-      b.emit(kVector, isa::tensor_copy(c1, invstd));
-    if (io.training) {
-      b.emit(kVector, isa::tensor_tensor(a, invstd, invstd, AluOp::kMultiply));
-      b.emit(kVector, isa::tensor_tensor(a, a, dot, AluOp::kMultiply));
-      b.emit(kVector, isa::tensor_tensor(a, a, c1, AluOp::kMultiply));
-      b.emit(kVector, isa::tensor_scalar(a, a, AluOp::kMultiply, isa::imm(-inv_m)));
-      b.emit(kVector, isa::tensor_tensor(bias, a, neg_mean, AluOp::kMultiply));
-      b.emit(kVector, isa::tensor_tensor(part, sum_g, c1, AluOp::kMultiply));
-      b.emit(kVector, isa::tensor_scalar(part, part, AluOp::kMultiply, isa::imm(inv_m)));
-      b.emit(kVector, isa::tensor_tensor(bias, bias, part, AluOp::kSubtract));
-    }
+      emit_times_weight(b, c1, invstd, io.weight ? &w : nullptr);
     free_all = b.mark(kVector);
     if (io.grad_in) {
       for (const Chunk& k : plan.chunks) {
         load(k, 1);
         b.wait(kVector, free_all);
         const AccessPattern x = tile(x_off, k), g = tile(g_off, k), s = x;  // x in place
-        if (io.training) {
-          b.emit(kVector, isa::tensor_scalar(s, x, AluOp::kMultiply, isa::per_partition(a),
-                                             AluOp::kAdd, isa::per_partition(bias)));
-          b.emit(kVector, isa::tensor_scalar(g, g, AluOp::kMultiply, isa::per_partition(c1)));
-          b.emit(kVector, isa::tensor_tensor(s, s, g, AluOp::kAdd));
-        } else {
+        if (io.training)
+          emit_grad_in(b, s, g, coef);
+        else
           b.emit(kVector, isa::tensor_scalar(s, g, AluOp::kMultiply, isa::per_partition(c1)));
-        }
         b.wait(qout, b.mark(kVector));
         b.emit(qout, isa::dma_copy(chunk_ap(*gi5, c0, cw, k), s));
         free_all = b.mark(qout);
@@ -509,22 +547,17 @@ Program build_batch_norm_elemt(const std::string& name, const BatchNormElemtIo& 
     const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(P, C - c0));
     const Columns col{s_off, cw};
     const AccessPattern mean = col[0], rstd = col[1], w = col[2], bb = col[3], scale = col[4],
-                        shift = col[5];
+                        shift = col[5], neg_mean = col[6];
     b.wait(qparam, free_all);
     b.emit(qparam, isa::dma_copy(mean, channel_ap(io.mean, c0, cw)));
     b.emit(qparam, isa::dma_copy(rstd, channel_ap(io.invstd, c0, cw)));
     if (io.weight) b.emit(qparam, isa::dma_copy(w, channel_ap(*io.weight, c0, cw)));
     if (io.bias) b.emit(qparam, isa::dma_copy(bb, channel_ap(*io.bias, c0, cw)));
-    // y = x * scale + shift: scale = weight * invstd, shift = bias - mean * scale.
     b.wait(kVector, b.mark(qparam));
     b.wait(kVector, free_all);
-    if (io.weight)
-      b.emit(kVector, isa::tensor_tensor(scale, rstd, w, AluOp::kMultiply));
-    else
-      b.emit(kVector, isa::tensor_copy(scale, rstd));
-    b.emit(kVector, isa::tensor_tensor(shift, mean, scale, AluOp::kMultiply));
-    b.emit(kVector, isa::tensor_scalar(shift, shift, AluOp::kMultiply, isa::imm(-1.0f)));
-    if (io.bias) b.emit(kVector, isa::tensor_tensor(shift, shift, bb, AluOp::kAdd));
+    b.emit(kVector, isa::tensor_scalar(neg_mean, mean, AluOp::kMultiply, isa::imm(-1.0f)));
+    emit_scale_shift(b, scale, shift, rstd, neg_mean, io.weight ? &w : nullptr,
+                     io.bias ? &bb : nullptr);
     free_all = b.mark(kVector);
     for (const Chunk& k : plan.chunks) {
       const AccessPattern x =
@@ -597,12 +630,7 @@ Program build_batch_norm_backward_reduce(const std::string& name,
       b.emit(qg, isa::dma_copy(g, chunk_ap(g5, c0, cw, k)));
       b.wait(kVector, b.mark(qin));
       b.wait(kVector, b.mark(qg));
-      b.emit(kVector, isa::tensor_reduce(part, g, ReduceOp::kAdd));
-      b.emit(kVector, isa::tensor_tensor(sum_g, sum_g, part, AluOp::kAdd));
-      b.emit(kVector, isa::tensor_scalar(x, x, AluOp::kAdd, isa::per_partition(neg_mean)));
-      b.emit(kVector, isa::tensor_tensor(x, x, g, AluOp::kMultiply));
-      b.emit(kVector, isa::tensor_reduce(part, x, ReduceOp::kAdd));
-      b.emit(kVector, isa::tensor_tensor(dot, dot, part, AluOp::kAdd));
+      emit_grad_sums(b, x, x, g, neg_mean, part, sum_g, dot);
       free_all = b.mark(kVector);
     }
     if (io.grad_weight) b.emit(kVector, isa::tensor_tensor(gw, dot, invstd, AluOp::kMultiply));
@@ -637,30 +665,19 @@ Program build_batch_norm_backward_elemt(const std::string& name, const BatchNorm
     const uint32_t cw = static_cast<uint32_t>(std::min<int64_t>(P, C - c0));
     const Columns col{s_off, cw};
     const AccessPattern mean = col[0], invstd = col[1], w = col[2], sum_g = col[3], dot = col[4],
-                        c1 = col[5], a = col[6], bias = col[7], part = col[8];
+                        c1 = col[5], a = col[6], bias = col[7], part = col[8], neg_mean = col[9];
     b.wait(qparam, free_all);
     b.emit(qparam, isa::dma_copy(mean, channel_ap(io.mean, c0, cw)));
     b.emit(qparam, isa::dma_copy(invstd, channel_ap(io.invstd, c0, cw)));
     if (io.weight) b.emit(qparam, isa::dma_copy(w, channel_ap(*io.weight, c0, cw)));
     b.emit(qparam, isa::dma_copy(sum_g, channel_ap(io.sum_dy, c0, cw)));
     b.emit(qparam, isa::dma_copy(dot, channel_ap(io.sum_dy_xmu, c0, cw)));
-    // grad_in = g * c1 + x * a + bias: c1 = invstd * weight, a = -c1 * invstd^2 * dot / N,
-    // bias = -a * mean - c1 * sum_g / N.
     b.wait(kVector, b.mark(qparam));
     b.wait(kVector, free_all);
-    if (io.weight)
-      b.emit(kVector, isa::tensor_tensor(c1, invstd, w, AluOp::kMultiply));
-    else
-      b.emit(kVector, isa::tensor_copy(c1, invstd));
-    b.emit(kVector, isa::tensor_tensor(a, invstd, invstd, AluOp::kMultiply));
-    b.emit(kVector, isa::tensor_tensor(a, a, dot, AluOp::kMultiply));
-    b.emit(kVector, isa::tensor_tensor(a, a, c1, AluOp::kMultiply));
-    b.emit(kVector, isa::tensor_scalar(a, a, AluOp::kMultiply, isa::imm(-inv_n)));
-    b.emit(kVector, isa::tensor_tensor(bias, a, mean, AluOp::kMultiply));
-    b.emit(kVector, isa::tensor_scalar(bias, bias, AluOp::kMultiply, isa::imm(-1.0f)));
-    b.emit(kVector, isa::tensor_tensor(part, sum_g, c1, AluOp::kMultiply));
-    b.emit(kVector, isa::tensor_scalar(part, part, AluOp::kMultiply, isa::imm(inv_n)));
-    b.emit(kVector, isa::tensor_tensor(bias, bias, part, AluOp::kSubtract));
+    b.emit(kVector, isa::tensor_scalar(neg_mean, mean, AluOp::kMultiply, isa::imm(-1.0f)));
+    const GradInCoefficients coef{c1, a, bias};
+    emit_grad_in_coefficients(b, coef, invstd, io.weight ? &w : nullptr, neg_mean, sum_g, dot, part,
+                              inv_n);
     free_all = b.mark(kVector);
     for (const Chunk& k : plan.chunks) {
       const uint32_t len_k = static_cast<uint32_t>(k.box.size());
@@ -672,10 +689,7 @@ Program build_batch_norm_backward_elemt(const std::string& name, const BatchNorm
       b.emit(qg, isa::dma_copy(g, chunk_ap(g5, c0, cw, k)));
       b.wait(kVector, b.mark(qin));
       b.wait(kVector, b.mark(qg));
-      b.emit(kVector, isa::tensor_scalar(x, x, AluOp::kMultiply, isa::per_partition(a), AluOp::kAdd,
-                                         isa::per_partition(bias)));
-      b.emit(kVector, isa::tensor_scalar(g, g, AluOp::kMultiply, isa::per_partition(c1)));
-      b.emit(kVector, isa::tensor_tensor(x, x, g, AluOp::kAdd));
+      emit_grad_in(b, x, g, coef);
       b.wait(qout, b.mark(kVector));
       b.emit(qout, isa::dma_copy(chunk_ap(gi5, c0, cw, k), x));
       free_all = b.mark(qout);

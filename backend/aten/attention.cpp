@@ -1,8 +1,8 @@
 // Eager F.scaled_dot_product_attention on the device: PyTorch asks a PrivateUse1 backend which
 // fused kernel to use (_fused_sdp_choice_stub); for inputs the kernel library's flash attention
-// takes (kernels/attention.h) and no gradient to record, the answer is the "overrideable"
-// backend, whose op _scaled_dot_product_fused_attention_overrideable is native here: its time is
-// the flash attention program, its values (output and logsumexp) come from the host in fp32.
+// takes (kernels/ops/attention.h) and no gradient to record, the answer is the "overrideable"
+// backend, whose op _scaled_dot_product_fused_attention_overrideable is native (its rule is in
+// kernels/src/ops/attention.cpp): its values (output and logsumexp) come from the host in fp32.
 // Everything else (dropout, GQA, bool masks, inputs requiring grad: the overrideable backward is
 // not written) keeps the math path's decomposition into device ops.
 // NEURONSIM_FLASH_ATTENTION=0 keeps the math path for all.
@@ -21,44 +21,13 @@
 #include <vector>
 
 #include "aten/native_ops.h"
-#include "neuronsim/kernels/attention.h"
+#include "aten/torch_op_call.h"
+#include "neuronsim/kernels/ops/attention.h"
 
 namespace neuronsim::backend {
 namespace {
 
-using Programs = std::vector<device::Program>;
 using torch::jit::Stack;
-
-constexpr int64_t kMaxHeadDim = 128;  // the kernel's: the head dim is TensorE's contraction
-
-bool float_kernel_dtype(at::ScalarType t) {
-  return t == at::kFloat || t == at::kBFloat16 || t == at::kHalf;
-}
-
-// What the flash attention kernel takes (the overrideable backend's support check).
-bool flash_supported(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                     const std::optional<at::Tensor>& mask, double dropout_p) {
-  if (dropout_p != 0.0 || q.dim() < 3 || k.dim() != q.dim() || v.dim() != q.dim()) return false;
-  if (!float_kernel_dtype(q.scalar_type()) || k.scalar_type() != q.scalar_type() ||
-      v.scalar_type() != q.scalar_type())
-    return false;
-  const int64_t n = q.dim();
-  for (int64_t d = 0; d < n - 2; ++d) {
-    if (k.size(d) != q.size(d) || v.size(d) != q.size(d)) return false;  // no GQA broadcast
-  }
-  if (k.size(n - 1) != q.size(n - 1) || v.size(n - 2) != k.size(n - 2) || k.size(n - 2) < 1)
-    return false;
-  if (q.size(n - 1) > kMaxHeadDim || v.size(n - 1) > kMaxHeadDim) return false;
-  if (mask && mask->defined()) {
-    if (mask->scalar_type() != q.scalar_type() || mask->dim() > n) return false;
-    const std::vector<int64_t> scores = {q.size(n - 2), k.size(n - 2)};
-    for (int64_t i = 1; i <= mask->dim(); ++i) {
-      const int64_t want = i <= 2 ? scores[static_cast<size_t>(2 - i)] : q.size(n - i);
-      if (mask->size(mask->dim() - i) != 1 && mask->size(mask->dim() - i) != want) return false;
-    }
-  }
-  return true;
-}
 
 bool enabled() {
   const char* e = std::getenv("NEURONSIM_FLASH_ATTENTION");
@@ -73,7 +42,10 @@ int64_t neuron_sdp_choice(const at::Tensor& q, const at::Tensor& k, const at::Te
       at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
                                      (mask && mask->defined() && mask->requires_grad()));
   const bool positive = !scale || (*scale > 0 && std::isfinite(*scale));
-  if (!enabled() || grad || enable_gqa || !positive || !flash_supported(q, k, v, mask, dropout_p))
+  const auto arg = [](const at::Tensor& t) { return tensor_arg(t, HbmAddressOf()); };
+  const at::Tensor m = mask ? *mask : at::Tensor();
+  if (!enabled() || grad || enable_gqa || !positive ||
+      !kernels::ops::flash_attention_supported(arg(q), arg(k), arg(v), arg(m), dropout_p))
     return static_cast<int64_t>(SDPBackend::math);
   return static_cast<int64_t>(SDPBackend::overrideable);
 }
@@ -119,36 +91,10 @@ void sdpa_values(const c10::OperatorHandle&, Stack* stack) {
                    none, none, none);
 }
 
-Programs sdpa_program(const OpInvocation& inv) {
-  const at::Tensor q = inv.tensor(0), k = inv.tensor(1), v = inv.tensor(2);
-  const at::Tensor mask = optional_tensor(inv.arg("attn_bias"));
-  std::optional<kernels::TensorDesc> m;
-  if (mask.defined()) m = inv.describe(mask);
-  kernels::AttentionSpec spec;
-  spec.scale = static_cast<float>(scale_of(inv.arg("scale"), q.size(-1)));
-  spec.causal = inv.arg("is_causal").toBool();
-  return {kernels::build_flash_attention(inv.name, inv.describe(q), inv.describe(k),
-                                         inv.describe(v), inv.describe(inv.outputs.at(0)), m, spec,
-                                         inv.core())};
-}
-
-bool sdpa_supported(const OpInvocation& inv) {
-  const at::Tensor mask = optional_tensor(inv.arg("attn_bias"));
-  return flash_supported(inv.tensor(0), inv.tensor(1), inv.tensor(2),
-                         mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt,
-                         inv.scalar("dropout_p", 0.0)) &&
-         !inv.arg("return_debug_mask").toBool();
-}
-
 }  // namespace
 
-NativeOpTable attention_ops() {
-  NativeOp op{"aten::_scaled_dot_product_fused_attention_overrideable", sdpa_program,
-              sdpa_supported};
-  op.host_values = sdpa_values;
-  // The program writes the output, not the logsumexp (nothing reads it without a backward).
-  op.isa_host_values = "the flash attention program does not write the logsumexp";
-  return {op};
+HostValueTable attention_host_values() {
+  return {{"aten::_scaled_dot_product_fused_attention_overrideable", sdpa_values}};
 }
 
 }  // namespace neuronsim::backend

@@ -18,9 +18,9 @@
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
+#include "aten/torch_op_call.h"
 #include "graph/graph_capture.h"
-#include "neuronsim/kernels/elementwise.h"
-#include "neuronsim/kernels/spmd.h"
+#include "neuronsim/kernels/ops/device_copy.h"
 #include "neuronsim/runtime/trace_session.h"
 
 namespace neuronsim::backend {
@@ -106,30 +106,20 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   OpScope scope("aten::copy_", {dst, self});
   if (src_dev && dst_dev) {
     cpu_view(dst).copy_(cpu_view(self));
-    // Data the device does not compute with (complex) still moves as bytes when the types match.
-    const bool typed = device_dtype(self.scalar_type()) && device_dtype(dst.scalar_type());
-    if (!typed && self.scalar_type() != dst.scalar_type()) return dst;
-    const auto program = with_runtime([&](runtime::Runtime& r) {
+    const auto src_arg = tensor_arg(self, {}), dst_arg = tensor_arg(dst, {});
+    if (!kernels::ops::device_copy_supported(src_arg, dst_arg)) return dst;
+    const auto programs = with_runtime([&](runtime::Runtime& r) {
       const auto hbm = hbm_addresses(r);
-      // To bool: x != 0 (a numeric conversion would round 0.5 to 0 and saturate -2 to 0).
-      if (typed && dst.scalar_type() == at::kBool && self.scalar_type() != at::kBool) {
-        kernels::Expr e;
-        e.alu(device::AluOp::kNotEqual, kernels::Arg::input(0), kernels::Arg::constant(0.0f));
-        return kernels::build_elementwise("copy", {describe(self, hbm)}, describe(dst, hbm), e,
-                                          r.device().params().core);
-      }
       // A logical core of several physical cores copies on all of them (kernels/spmd.h), except
       // inside a compiled graph, whose linker joins single-core programs.
       const uint32_t grid =
           capture_mode() == CaptureMode::kOff ? r.device().params().logical_core_size : 1;
-      return typed ? kernels::build_copy_grid("copy", describe(self, hbm), describe(dst, hbm),
-                                              r.device().params().core, grid)
-                   : kernels::build_copy_grid("copy", describe_bytes(self, hbm),
-                                              describe_bytes(dst, hbm), r.device().params().core,
-                                              grid);
+      return kernels::ops::device_copy_programs(tensor_arg(self, hbm), tensor_arg(dst, hbm),
+                                                describe_bytes(self, hbm), describe_bytes(dst, hbm),
+                                                r.device().params().core, grid);
     });
     launch_programs(
-        dst.device(), {program},
+        dst.device(), programs,
         isa_mode() && self.scalar_type() != at::kDouble && dst.scalar_type() != at::kDouble);
     if (!in_fallback()) {
       static const c10::OperatorName kCopy("aten::copy_", "");

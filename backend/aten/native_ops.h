@@ -87,30 +87,13 @@ struct NativeOp {
 using NativeOpTable = std::vector<NativeOp>;
 
 // One table per op family, each defined in the file of its name.
-NativeOpTable elementwise_ops();      // aten/elementwise.cpp
-NativeOpTable copy_ops();             // aten/copy.cpp
-NativeOpTable reduction_ops();        // aten/reduction.cpp
-NativeOpTable matmul_ops();           // aten/matmul.cpp
-NativeOpTable softmax_ops();          // aten/softmax.cpp
-NativeOpTable layer_norm_ops();       // aten/layer_norm.cpp
-NativeOpTable indexing_ops();         // aten/indexing.cpp
-NativeOpTable loss_ops();             // aten/loss.cpp
-NativeOpTable convolution_ops();      // aten/convolution.cpp
-NativeOpTable batch_norm_ops();       // aten/batch_norm.cpp
-NativeOpTable sync_batch_norm_ops();  // aten/batch_norm.cpp (per call: reads the counts)
-NativeOpTable group_norm_ops();       // aten/group_norm.cpp
-NativeOpTable upsample_ops();         // aten/upsample.cpp
-NativeOpTable unfold_ops();           // aten/unfold.cpp
-NativeOpTable pooling_ops();          // aten/pooling.cpp
-NativeOpTable foreach_ops();          // aten/foreach.cpp
-NativeOpTable fused_optimizer_ops();  // aten/fused_optimizer.cpp
-NativeOpTable grad_scaler_ops();      // aten/grad_scaler.cpp
-NativeOpTable selection_ops();        // aten/selection.cpp
-NativeOpTable compaction_ops();       // aten/compaction.cpp
-NativeOpTable histogram_ops();        // aten/histogram.cpp
-NativeOpTable recurrent_ops();        // aten/recurrent.cpp
-NativeOpTable rearrange_ops();        // aten/rearrange.cpp
-NativeOpTable membership_ops();       // aten/membership.cpp
+
+/// Values of ops without a CPU kernel, by base name (native_registrations.cpp attaches them to
+/// the op library's rules).
+using HostValueTable = std::vector<std::pair<std::string, HostValues>>;
+HostValueTable attention_host_values();        // aten/attention.cpp: the fused sdpa op
+HostValueTable recurrent_host_values();        // aten/recurrent.cpp: the fused RNN cells
+HostValueTable sync_batch_norm_host_values();  // aten/sync_batch_norm.cpp: SyncBatchNorm's ops
 
 /// The native op of an overload's base name ("aten::add_" -> aten::add), or null.
 const NativeOp* find_native_op(const std::string& name);

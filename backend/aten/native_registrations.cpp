@@ -9,34 +9,39 @@
 
 #include "aten/native_boxed.h"
 #include "aten/native_ops.h"
+#include "aten/torch_op_call.h"
+#include "neuronsim/kernels/ops/op_rule.h"
 
 namespace neuronsim::backend {
 
-NativeOpTable
-attention_ops();  // aten/attention.cpp (declared here: native_ops.h is widely included)
-
 namespace {
+
+// An op of the torch-free op library as the boxed kernel runs it.
+NativeOp from_rule(const kernels::ops::OpRule& rule) {
+  NativeOp op;
+  op.name = rule.name;
+  op.build = [&rule](const OpInvocation& inv) { return rule.build(TorchOpCall(inv)); };
+  if (rule.supports)
+    op.supports = [&rule](const OpInvocation& inv) { return rule.supports(TorchOpCall(inv)); };
+  op.shape_sync = rule.shape_sync;
+  op.writes = rule.writes;
+  op.cacheable = rule.cacheable;
+  op.isa_host_values = rule.host_values_reason;
+  // The _foreach_* ops' values come from their CompositeExplicitAutograd kernels (they have no
+  // CPU kernel of their own).
+  op.composite = rule.name.rfind("aten::_foreach_", 0) == 0;
+  return op;
+}
 
 // Every op family's table, by base name.
 const std::unordered_map<std::string, NativeOp>& native_ops() {
   static const auto ops = [] {
     std::unordered_map<std::string, NativeOp> all;
-    for (auto table : {elementwise_ops,     copy_ops,        reduction_ops, matmul_ops,
-                       softmax_ops,         layer_norm_ops,  indexing_ops,  loss_ops,
-                       convolution_ops,     batch_norm_ops,  pooling_ops,   foreach_ops,
-                       fused_optimizer_ops, grad_scaler_ops, selection_ops, compaction_ops,
-                       histogram_ops,       recurrent_ops,   rearrange_ops, membership_ops,
-                       group_norm_ops,      upsample_ops,    unfold_ops,    attention_ops,
-                       sync_batch_norm_ops}) {
-      for (NativeOp& op : table()) all[op.name] = std::move(op);
+    for (const kernels::ops::OpRule& rule : kernels::ops::op_rules()) {
+      if (rule.build && rule.name.rfind("aten::", 0) == 0) all[rule.name] = from_rule(rule);
     }
-    // Families whose programs follow from shapes, strides, dtypes and scalars alone may reuse
-    // cached programs; indexing, losses (target indices), selection, compaction, histograms
-    // and the optimizers' state-reading kernels build theirs per call.
-    for (auto table :
-         {elementwise_ops, copy_ops, reduction_ops, matmul_ops, softmax_ops, layer_norm_ops,
-          convolution_ops, batch_norm_ops, pooling_ops, group_norm_ops, upsample_ops, unfold_ops}) {
-      for (const NativeOp& op : table()) all[op.name].cacheable = true;
+    for (auto table : {attention_host_values, recurrent_host_values, sync_batch_norm_host_values}) {
+      for (auto& [name, values] : table()) all.at(name).host_values = std::move(values);
     }
     return all;
   }();

@@ -24,9 +24,7 @@
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "neuronsim/device/philox.h"
-#include "neuronsim/kernels/elementwise.h"
-#include "neuronsim/kernels/random.h"
-#include "neuronsim/kernels/reduction.h"
+#include "neuronsim/kernels/ops/random_draws.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -65,25 +63,11 @@ void set_stream(kernels::RandomSpec& s, const NeuronGenerator::PhiloxStream& st)
 at::Tensor host_values(const at::Tensor& t, const kernels::RandomSpec& s) {
   const int64_t n = t.numel();
   if (s.dist == device::RngDist::kInteger) {
-    at::Tensor v = at::empty({n}, at::kLong);
-    auto* p = v.data_ptr<int64_t>();
-    const int64_t lo = static_cast<int64_t>(s.a), range = static_cast<int64_t>(s.b) - lo;
-    for (int64_t i = 0; i < n; ++i) {
-      p[i] = lo + static_cast<int64_t>(philox::bits(s.seed, s.offset, static_cast<uint64_t>(i)) %
-                                       static_cast<uint64_t>(range));
-    }
-    return v.view(t.sizes());
+    const auto v = kernels::ops::philox_integer_draws(s, static_cast<int64_t>(s.a),
+                                                      static_cast<int64_t>(s.b), n);
+    return at::tensor(v, at::kLong).view(t.sizes());
   }
-  at::Tensor v = at::empty({n}, at::kFloat);
-  auto* p = v.data_ptr<float>();
-  for (int64_t i = 0; i < n; ++i) {
-    p[i] = s.dist == device::RngDist::kNormal
-               ? s.a + s.b * philox::normal(s.seed, s.offset, static_cast<uint64_t>(i))
-               : s.a + (s.b - s.a) * philox::uniform(s.seed, s.offset, static_cast<uint64_t>(i));
-    // The program's ScalarE log(u * -1 + 1) and VectorE scale, in the same fp32 steps.
-    if (s.exponential) p[i] = std::log(p[i] * -1.0f + 1.0f) * (-1.0f / *s.exponential);
-  }
-  return v.view(t.sizes());
+  return at::tensor(kernels::ops::philox_float_draws(s, n), at::kFloat).view(t.sizes());
 }
 
 // Device tensors the kernel reads besides its output (bernoulli's p, dropout's input and mask).
@@ -101,9 +85,10 @@ void run(const char* op, const at::Tensor& out, kernels::RandomSpec spec,
       spec.dropout_input = describe(operands.dropout_input, hbm);
       spec.dropout_mask = describe(operands.dropout_mask, hbm);
     }
-    return kernels::build_random(op, describe(out, hbm), spec, r.device().params().core);
+    return kernels::ops::random_fill_programs(op, describe(out, hbm), spec,
+                                              r.device().params().core);
   });
-  launch_programs(out.device(), {program}, isa_mode() && out.is_contiguous());
+  launch_programs(out.device(), program, isa_mode() && out.is_contiguous());
   OpTracker::get().kernel_native(c10::OperatorName(op, ""), is_64bit(out.scalar_type()));
 }
 
@@ -186,22 +171,10 @@ void multinomial_with_replacement(at::Tensor& result, const at::Tensor& self, in
   }
   const auto programs = with_runtime([&](runtime::Runtime& r) {
     const auto hbm = hbm_addresses(r);
-    const auto& core = r.device().params().core;
-    const kernels::TensorDesc qd = describe(q, hbm);
-    kernels::Expr ratio;
-    ratio.alu(device::AluOp::kDivide, kernels::Arg::input(0), kernels::Arg::input(1));
-    kernels::ReduceSpec argmax;
-    argmax.dims = {1};
-    argmax.op = device::ReduceOp::kMax;
-    argmax.arg = true;
-    std::vector<device::Program> p;
-    for (int64_t i = 0; i < n; ++i) {
-      const char* name = "aten::multinomial";
-      p.push_back(kernels::build_random(name, qd, passes[static_cast<size_t>(i)], core));
-      p.push_back(kernels::build_elementwise(name, {describe(probs, hbm), qd}, qd, ratio, core));
-      p.push_back(kernels::build_reduce(name, qd, describe(picks.select(1, i), hbm), argmax, core));
-    }
-    return p;
+    std::vector<kernels::TensorDesc> columns;
+    for (int64_t i = 0; i < n; ++i) columns.push_back(describe(picks.select(1, i), hbm));
+    return kernels::ops::multinomial_programs(describe(probs, hbm), describe(q, hbm), columns,
+                                              passes, r.device().params().core);
   });
   launch_programs(result.device(), programs, false);
   OpTracker::get().kernel_native(c10::OperatorName("aten::multinomial", ""), true);
@@ -251,13 +224,8 @@ at::Tensor& random_impl(at::Tensor& self, int64_t from, std::optional<int64_t> t
   }
   set_stream(s, philox_stream(g, self));
   // Exact 64-bit range on the host (the ISA parameters are fp32).
-  at::Tensor v = at::empty({self.numel()}, at::kLong);
-  auto* p = v.data_ptr<int64_t>();
-  const uint64_t range = static_cast<uint64_t>(hi - from);
-  for (int64_t i = 0; i < self.numel(); ++i) {
-    p[i] = from +
-           static_cast<int64_t>(philox::bits(s.seed, s.offset, static_cast<uint64_t>(i)) % range);
-  }
+  const at::Tensor v =
+      at::tensor(kernels::ops::philox_integer_draws(s, from, hi, self.numel()), at::kLong);
   cpu_view(self).copy_(v.view(self.sizes()));
   run("aten::random_", self, s);
   return self;

@@ -1,18 +1,16 @@
 // The fused recurrent cells PyTorch picks on an accelerator (RNN.cpp calls them for every
 // non-CPU device): _thnn_fused_lstm_cell, _thnn_fused_gru_cell and their backwards. The CPU has
 // no kernel for them, so their host values are computed here with CUDA's formulas (fp32
-// arithmetic for reduced-precision data, in the order the device program evaluates them); the
-// time is the kernel library's cell program (kernels/recurrent.h).
+// arithmetic for reduced-precision data, in the order the device program evaluates them); their
+// programs are the op library's (kernels/src/ops/recurrent.cpp).
 #include <ATen/ATen.h>
 #include <ATen/core/stack.h>
 
 #include "aten/native_ops.h"
-#include "neuronsim/kernels/recurrent.h"
 
 namespace neuronsim::backend {
 namespace {
 
-using Programs = std::vector<device::Program>;
 using torch::jit::Stack;
 
 at::Tensor optional_tensor(const c10::IValue& v) {
@@ -177,70 +175,13 @@ void gru_cell_backward_values(const c10::OperatorHandle&, Stack* stack) {
                    has_bias ? gh.sum(0) : at::Tensor());
 }
 
-std::optional<kernels::TensorDesc> described(const OpInvocation& inv, const at::Tensor& t) {
-  if (!t.defined()) return std::nullopt;
-  return inv.describe(t);
-}
-
-std::optional<kernels::TensorDesc> arg_desc(const OpInvocation& inv, const char* name) {
-  return described(inv, optional_tensor(inv.arg(name)));
-}
-
-Programs lstm_cell(const OpInvocation& inv) {
-  if (inv.outputs.at(0).numel() == 0) return {};
-  kernels::LstmCellIo io{inv.describe(inv.tensor(0)),     inv.describe(inv.tensor(1)),
-                         inv.describe(inv.tensor(2)),     arg_desc(inv, "input_bias"),
-                         arg_desc(inv, "hidden_bias"),    inv.describe(inv.outputs.at(0)),
-                         inv.describe(inv.outputs.at(1)), inv.describe(inv.outputs.at(2))};
-  return {kernels::build_lstm_cell(inv.name, io, inv.core())};
-}
-
-Programs lstm_cell_backward(const OpInvocation& inv) {
-  const at::Tensor grad_gates = inv.outputs.at(0);
-  if (!grad_gates.defined() || grad_gates.numel() == 0) return {};
-  kernels::LstmCellBackwardIo io{
-      arg_desc(inv, "grad_hy"),        arg_desc(inv, "grad_cy"),
-      inv.describe(inv.tensor(2)),     inv.describe(inv.tensor(3)),
-      inv.describe(inv.tensor(4)),     inv.describe(grad_gates),
-      inv.describe(inv.outputs.at(1)), described(inv, inv.outputs.at(2))};
-  return kernels::build_lstm_cell_backward(inv.name, io, inv.core());
-}
-
-Programs gru_cell(const OpInvocation& inv) {
-  if (inv.outputs.at(0).numel() == 0) return {};
-  kernels::GruCellIo io{inv.describe(inv.tensor(0)),    inv.describe(inv.tensor(1)),
-                        inv.describe(inv.tensor(2)),    arg_desc(inv, "input_bias"),
-                        arg_desc(inv, "hidden_bias"),   inv.describe(inv.outputs.at(0)),
-                        inv.describe(inv.outputs.at(1))};
-  return {kernels::build_gru_cell(inv.name, io, inv.core())};
-}
-
-Programs gru_cell_backward(const OpInvocation& inv) {
-  if (inv.outputs.at(2).numel() == 0) return {};
-  kernels::GruCellBackwardIo io{inv.describe(inv.tensor(0)),      inv.describe(inv.tensor(1)),
-                                inv.describe(inv.outputs.at(0)),  inv.describe(inv.outputs.at(1)),
-                                inv.describe(inv.outputs.at(2)),  described(inv, inv.outputs.at(3)),
-                                described(inv, inv.outputs.at(4))};
-  return kernels::build_gru_cell_backward(inv.name, io, inv.core());
-}
-
-NativeOp cell(const char* name, TimingBuilder build, HostValues values) {
-  NativeOp op{name, std::move(build), nullptr};
-  op.host_values = std::move(values);
-  return op;
-}
-
 }  // namespace
 
-NativeOpTable recurrent_ops() {
-  NativeOpTable ops;
-  ops.push_back(cell("aten::_thnn_fused_lstm_cell", lstm_cell, lstm_cell_values));
-  ops.push_back(cell("aten::_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward,
-                     lstm_cell_backward_values));
-  ops.push_back(cell("aten::_thnn_fused_gru_cell", gru_cell, gru_cell_values));
-  ops.push_back(
-      cell("aten::_thnn_fused_gru_cell_backward", gru_cell_backward, gru_cell_backward_values));
-  return ops;
+HostValueTable recurrent_host_values() {
+  return {{"aten::_thnn_fused_lstm_cell", lstm_cell_values},
+          {"aten::_thnn_fused_lstm_cell_backward_impl", lstm_cell_backward_values},
+          {"aten::_thnn_fused_gru_cell", gru_cell_values},
+          {"aten::_thnn_fused_gru_cell_backward", gru_cell_backward_values}};
 }
 
 }  // namespace neuronsim::backend

@@ -10,6 +10,7 @@
 #include "aten/op_observer.h"
 #include "aten/op_tracking.h"
 #include "distributed/bindings.h"
+#include "neuronsim/kernels/ops/op_rule.h"
 #include "neuronsim/runtime/trace_session.h"
 #include "neuronsim/sim/host_profile.h"
 #include "python/fallback_call.h"
@@ -236,6 +237,21 @@ PYBIND11_MODULE(_C, m) {
   m.def("_launches", [] { return with_runtime([](runtime::Runtime& r) { return r.launches(); }); });
   // Whether the kernel library models an op ("aten::addmm"; in-place forms count as theirs).
   m.def("_has_device_kernel", [](const std::string& op) { return find_native_op(op) != nullptr; });
+  // The op library's rules (kernels/ops/op_rule.h): per op, whether it has an eager program and
+  // whether it fuses under torch.compile (an expression or a lowering), and whether it is a view.
+  m.def("_op_rules", [] {
+    py::list out;
+    for (const kernels::ops::OpRule& r : kernels::ops::op_rules()) {
+      py::dict d;
+      d["name"] = r.name;
+      d["eager"] = static_cast<bool>(r.build);
+      d["fuses"] = static_cast<bool>(r.expr.build) || static_cast<bool>(r.lower);
+      d["expression"] = static_cast<bool>(r.expr.build);
+      d["metadata_only"] = r.metadata_only;
+      out.append(d);
+    }
+    return out;
+  });
   m.def("_device_stats_json", [] {
     return with_runtime([](runtime::Runtime& r) { return r.device().stats().to_json().dump(); });
   });

@@ -144,7 +144,12 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
   for (auto& x : a_buf) x = sb.buffer();
   for (auto& x : b_buf) x = sb.buffer();
 
-  const StreamId qa = dma_queue(0), qb = dma_queue(1);
+  // Operand loads take turns on two queues each (A on 0 and 2, B on 1 and 3; the epilogue's loads
+  // and stores have 4 to 9): one queue alone serialises a large operand's transfers behind its
+  // descriptor processing, as the library's matmul spreads its loads too.
+  uint64_t a_loads = 0, b_loads = 0;
+  auto qa = [&] { return dma_queue(static_cast<uint8_t>(2 * (a_loads++ % 2))); };
+  auto qb = [&] { return dma_queue(static_cast<uint8_t>(1 + 2 * (b_loads++ % 2))); };
   uint64_t stage_count = 0, tr_count = 0, tile_count = 0;
 
   // Transposes one staged stripe [rows, sw] (rows on partitions) into K-major destination
@@ -171,7 +176,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     if (!a_natural) {
       for (uint32_t kt = 0; kt < KT; ++kt) {
         const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K - int64_t{kt} * P));
-        sb.emit(qa,
+        sb.emit(qa(),
                 isa::dma_copy(isa::sbuf_tile(A.dtype, kp, dst + kt * MT * esA, mw),
                               hbm(A, base + int64_t{kt} * P * A.col_stride, kp, A.col_stride,
                                   A.row_stride, mw)),
@@ -182,7 +187,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     for (uint32_t s0 = 0; s0 < K; s0 += stripe) {
       const uint32_t sw = static_cast<uint32_t>(std::min<int64_t>(stripe, K - s0));
       const int ss = static_cast<int>(stage_count++ % stages);
-      sb.emit(qa,
+      sb.emit(qa(),
               isa::dma_copy(isa::sbuf(A.dtype, 0, mw, stage_off + ss * stage_bytes, {{1, sw}}),
                             hbm(A, base + s0, mw, A.row_stride, 1, sw)),
               {}, {stage_buf[ss]});
@@ -199,7 +204,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
     if (!b_natural) {
       for (uint32_t kt = 0; kt < KT; ++kt) {
         const uint32_t kp = static_cast<uint32_t>(std::min<int64_t>(P, K - int64_t{kt} * P));
-        sb.emit(qb,
+        sb.emit(qb(),
                 isa::dma_copy(isa::sbuf_tile(B.dtype, kp, dst + kt * ncols * esB, nw),
                               hbm(B, base + int64_t{kt} * P * B.row_stride, kp, B.row_stride,
                                   B.col_stride, nw)),
@@ -212,7 +217,7 @@ Program build_matmul_region(const MatmulRegionSpec& spec, const CoreParams& core
       for (uint32_t s0 = 0; s0 < K; s0 += stripe) {
         const uint32_t sw = static_cast<uint32_t>(std::min<int64_t>(stripe, K - s0));
         const int ss = static_cast<int>(stage_count++ % stages);
-        sb.emit(qb,
+        sb.emit(qb(),
                 isa::dma_copy(
                     isa::sbuf(B.dtype, 0, rows, stage_off + ss * stage_bytes, {{1, sw}}),
                     hbm(B, base + int64_t{r0} * B.col_stride + s0, rows, B.col_stride, 1, sw)),

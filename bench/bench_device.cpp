@@ -7,8 +7,8 @@
 namespace neuronsim::bench {
 namespace {
 
-std::unique_ptr<device::Device>& device_slot() {
-  static std::unique_ptr<device::Device> dev;
+std::unique_ptr<device_model::Device>& device_slot() {
+  static std::unique_ptr<device_model::Device> dev;
   return dev;
 }
 
@@ -22,13 +22,13 @@ uint64_t hbm_alloc(uint64_t bytes) {
 
 }  // namespace
 
-device::Device& bench_device() {
+device_model::Device& bench_device() {
   auto& dev = device_slot();
   if (!dev) {
-    device::DeviceOptions o;
+    device_model::DeviceOptions o;
     o.cores = 1;
-    o.mode = device::ExecMode::kTiming;
-    dev = std::make_unique<device::Device>(device::Config::load("trn1"), o);
+    o.mode = device_model::ExecMode::kTiming;
+    dev = std::make_unique<device_model::Device>(device_model::Config::load("trn1"), o);
   }
   return *dev;
 }
@@ -43,13 +43,13 @@ std::map<std::string, Measurement>& measurements() {
 }
 
 GemmWorkload make_gemm(uint32_t size, bool fill_inputs) {
-  device::Device& dev = bench_device();
+  device_model::Device& dev = bench_device();
   GemmWorkload w;
   kernels::GemmSpec& s = w.spec;
   s.m = s.k = s.n = size;
   s.bias = true;
-  s.epilogue = device::ActFunc::kGelu;
-  const uint64_t es = device::dtype_size(s.in_dtype), oes = device::dtype_size(s.out_dtype);
+  s.epilogue = device_model::ActFunc::kGelu;
+  const uint64_t es = device_model::dtype_size(s.in_dtype), oes = device_model::dtype_size(s.out_dtype);
   w.addr.a_t = hbm_alloc(uint64_t{s.k} * s.m * es);
   w.addr.b = hbm_alloc(uint64_t{s.k} * s.n * es);
   w.addr.bias = hbm_alloc(uint64_t{s.n} * es);
@@ -65,12 +65,12 @@ GemmWorkload make_gemm(uint32_t size, bool fill_inputs) {
 }
 
 LayerNormWorkload make_layernorm(uint32_t rows, uint32_t dim, bool fill_inputs) {
-  device::Device& dev = bench_device();
+  device_model::Device& dev = bench_device();
   LayerNormWorkload w;
   kernels::LayerNormSpec& s = w.spec;
   s.rows = rows;
   s.dim = dim;
-  const uint64_t es = device::dtype_size(s.dtype);
+  const uint64_t es = device_model::dtype_size(s.dtype);
   w.addr.x = hbm_alloc(uint64_t{rows} * dim * es);
   w.addr.gamma = hbm_alloc(uint64_t{dim} * es);
   w.addr.beta = hbm_alloc(uint64_t{dim} * es);

@@ -8,9 +8,9 @@
 #include <map>
 #include <string>
 
-#include "neuronsim/device/device.h"
-#include "neuronsim/kernels/gemm.h"
-#include "neuronsim/kernels/layernorm.h"
+#include "neuronsim/device_model/device.h"
+#include "neuronsim/kernels/dense_gemm.h"
+#include "neuronsim/kernels/dense_layer_norm.h"
 
 namespace neuronsim::bench {
 
@@ -21,7 +21,7 @@ inline constexpr double kTrn1BaseClockHz = 1.4e9;
 inline constexpr double kInstructionsPerSecondGoal = 1e6;
 
 /// The shared device (trn1 preset, one NeuronCore, no trace sink), created on first call.
-device::Device& bench_device();
+device_model::Device& bench_device();
 /// Destroys the device before static destruction (called by main after the benchmarks).
 void shutdown_bench_device();
 
@@ -29,7 +29,7 @@ void shutdown_bench_device();
 struct GemmWorkload {
   kernels::GemmSpec spec;
   kernels::GemmAddresses addr;
-  device::Program program;
+  device_model::Program program;
 };
 /// Builds the program for m = k = n = size. With `fill_inputs`, writes N(0, 1) inputs to HBM
 /// (needed once before a full-mode run).
@@ -38,7 +38,7 @@ GemmWorkload make_gemm(uint32_t size, bool fill_inputs);
 struct LayerNormWorkload {
   kernels::LayerNormSpec spec;
   kernels::LayerNormAddresses addr;
-  device::Program program;
+  device_model::Program program;
 };
 LayerNormWorkload make_layernorm(uint32_t rows, uint32_t dim, bool fill_inputs);
 

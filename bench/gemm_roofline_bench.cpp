@@ -48,15 +48,15 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/device.h"
-#include "neuronsim/kernels/gemm.h"
+#include "neuronsim/device_model/device.h"
+#include "neuronsim/kernels/dense_gemm.h"
 
 using namespace neuronsim;
 
 namespace {
 
 struct Row {
-  device::DType dtype;
+  device_model::DType dtype;
   uint32_t m, k, n;
   double sim_s = 0, tensor_s = 0, memory_s = 0, lat_s = 0;
   double bound() const { return std::max(tensor_s, memory_s); }
@@ -106,15 +106,15 @@ int main(int argc, char** argv) {
       for (uint32_t k : dims)
         for (uint32_t n : dims) shapes.push_back({m, k, n});
   }
-  std::vector<device::DType> dtypes;
-  if (dtype == "bf16" || dtype == "both") dtypes.push_back(device::DType::kBf16);
-  if (dtype == "fp32" || dtype == "both") dtypes.push_back(device::DType::kFp32);
+  std::vector<device_model::DType> dtypes;
+  if (dtype == "bf16" || dtype == "both") dtypes.push_back(device_model::DType::kBf16);
+  if (dtype == "fp32" || dtype == "both") dtypes.push_back(device_model::DType::kFp32);
   if (dtypes.empty()) return usage();
 
-  device::DeviceOptions o;
+  device_model::DeviceOptions o;
   o.cores = 1;
-  o.mode = device::ExecMode::kTiming;
-  device::Device dev(device::Config::load(preset), o);
+  o.mode = device_model::ExecMode::kTiming;
+  device_model::Device dev(device_model::Config::load(preset), o);
   const auto& chip = dev.params();
   const auto& t = chip.core.tensor;
   const double dma_bw = chip.core.dma.engines * chip.core.dma.engine_bandwidth_bytes_per_s;
@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
   };
   const auto& ve = chip.core.vector;
   const auto& se = chip.core.scalar;
-  auto evict_s = [&](const device::LaneEngineParams& e, uint32_t cols) {
+  auto evict_s = [&](const device_model::LaneEngineParams& e, uint32_t cols) {
     return (std::max<double>(e.min_ii_cycles, cols) + e.pipeline_latency_cycles) / e.frequency_hz;
   };
   std::printf(
@@ -151,22 +151,22 @@ int main(int argc, char** argv) {
               "simulated", "plain", "binds", "sim/plain", "lat-aware", "sim/lat",
               "why >10% over plain (us)");
   std::vector<Row> rows;
-  for (device::DType dt : dtypes) {
+  for (device_model::DType dt : dtypes) {
     for (const auto& s : shapes) {
       Row r{dt, s[0], s[1], s[2]};
       kernels::GemmSpec g;
       g.m = r.m, g.k = r.k, g.n = r.n;
       g.in_dtype = g.out_dtype = dt;
-      const uint64_t es = device::dtype_size(dt);
+      const uint64_t es = device_model::dtype_size(dt);
       auto align = [](uint64_t x) { return (x + 4095) / 4096 * 4096; };
       kernels::GemmAddresses ad;
       ad.a_t = 0;
       ad.b = align(uint64_t{r.k} * r.m * es);
       ad.c = ad.b + align(uint64_t{r.k} * r.n * es);
-      const device::Program p = kernels::build_gemm(g, ad, chip.core);
+      const device_model::Program p = kernels::build_gemm(g, ad, chip.core);
       r.sim_s = dev.run(0, p).duration().ps * 1e-12;
       const double flops = 2.0 * r.m * r.n * r.k;
-      const double factor = dt == device::DType::kFp32 ? t.fp32_cost_factor : 1.0;
+      const double factor = dt == device_model::DType::kFp32 ? t.fp32_cost_factor : 1.0;
       r.tensor_s = flops * factor / chip.tensor_peak_flops();
       const double in_bytes = (double(r.m) * r.k + double(r.k) * r.n) * es;
       const double out_bytes = double(r.m) * r.n * es;
@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
         why = "latency: " + why;
       }
       std::printf("%-5s %6u %6u %6u %9.3f us %9.3f us %-7s %9.3f %9.3f us %9.3f  %s\n",
-                  std::string(device::dtype_name(dt)).c_str(), r.m, r.k, r.n, r.sim_s * 1e6,
+                  std::string(device_model::dtype_name(dt)).c_str(), r.m, r.k, r.n, r.sim_s * 1e6,
                   r.bound() * 1e6, r.tensor_s >= r.memory_s ? "TensorE" : mem_name,
                   r.sim_s / r.bound(), r.lat_s * 1e6, r.sim_s / r.lat_s, why.c_str());
       std::fflush(stdout);
@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
     const size_t within = std::count_if(rows.begin(), rows.end(),
                                         [&](const Row& r) { return r.sim_s <= 1.1 * bound(r); });
     std::printf("%zu of %zu rows within 10%% of their %s bound; worst %s %ux%ux%u at %.3fx\n",
-                within, rows.size(), what, std::string(device::dtype_name(worst->dtype)).c_str(),
+                within, rows.size(), what, std::string(device_model::dtype_name(worst->dtype)).c_str(),
                 worst->m, worst->k, worst->n, worst->sim_s / bound(*worst));
   };
   std::printf("\n");

@@ -20,7 +20,7 @@
 namespace neuronsim::bench {
 namespace {
 
-using device::ExecMode;
+using device_model::ExecMode;
 
 struct Reference {
   std::string name;
@@ -31,16 +31,16 @@ struct Reference {
 // sink) and reports the counters. `references` (full mode) are plain host code timed once per
 // process, after the measured loop.
 void run_program(benchmark::State& state, const std::string& name, ExecMode mode,
-                 const device::Program& program, bool gemm_budget,
+                 const device_model::Program& program, bool gemm_budget,
                  const std::function<std::vector<Reference>()>& references = {}) {
-  device::Device& dev = bench_device();
+  device_model::Device& dev = bench_device();
   dev.set_mode(mode);
   double host = 0, sim = 0;
   uint64_t runs = 0;
   const uint64_t instructions = program.instruction_count();
   for (auto _ : state) {
     const double t0 = cpu_seconds();
-    const device::RunResult r = dev.run(0, program);
+    const device_model::RunResult r = dev.run(0, program);
     host += cpu_seconds() - t0;
     sim += r.duration().seconds();
     ++runs;
@@ -54,7 +54,7 @@ void run_program(benchmark::State& state, const std::string& name, ExecMode mode
   state.counters["instr"] = static_cast<double>(instructions);
 
   Measurement m;
-  m.mode = std::string(device::exec_mode_name(mode));
+  m.mode = std::string(device_model::exec_mode_name(mode));
   m.instructions = instructions;
   m.host_seconds = host / n;
   m.sim_seconds = sim / n;

@@ -63,7 +63,7 @@ def _times_one(op, *args):
 def measured_coverage() -> None:
     import neuronsim
     import torch
-    from neuronsim.compiler import stats
+    from neuronsim.torch_compile import stats
 
     device = torch.device("neuron")
     fused = not_fused = skipped = 0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # Lowest first: each may include itself and what comes before it.
-LAYERS = ["sim", "device", "device_model", "traces", "runtime", "kernels", "backend"]
+LAYERS = ["sim", "device_model", "traces", "runtime", "kernels", "backend"]
 # Code that sits on top of every library.
 TOP = {"tools", "tests", "bench"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

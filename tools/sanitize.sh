@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The sanitizer job: the C++ GoogleTest suites built with AddressSanitizer + UBSan
 # (-DNEURONSIM_SANITIZE=ON) in their own build directory and run through ctest, every report
-# fatal. Only the torch-free targets the suites link are built (sim, device, runtime, kernels,
+# fatal. Only the torch-free targets the suites link are built (sim, device_model, runtime, kernels,
 # traces, reference, tests/cpp): no backend, benchmarks or tools. -O1 -g: ASan's usual level,
 # and the cheapest to compile. ccache is shared with the Release build (same base-dir rules as
 # tools/setup.sh), so a CI machine that keeps its cache only recompiles what changed.

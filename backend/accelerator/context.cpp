@@ -1,4 +1,5 @@
 #include "accelerator/context.h"
+#include "host_stages.h"
 
 #include <pthread.h>
 
@@ -6,7 +7,7 @@
 
 #include <unordered_map>
 
-#include "neuronsim/device/errors.h"
+#include "neuronsim/device_model/errors.h"
 #include "neuronsim/sim/host_profile.h"
 
 namespace neuronsim::backend {
@@ -35,7 +36,7 @@ bool in_bad_fork() {
 void rethrow_as_torch_error() {
   try {
     throw;
-  } catch (const device::OutOfMemoryError& e) {
+  } catch (const device_model::OutOfMemoryError& e) {
     TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
   } catch (const std::exception& e) {
     TORCH_CHECK(false, e.what());
@@ -60,7 +61,7 @@ runtime::Runtime& rt() {
 
 void free_device_memory(void* ptr) {
   if (!ptr || !runtime::Runtime::initialized()) return;
-  sim::HostStageScope stage(sim::HostStage::kAlloc);
+  sim::HostStageScope stage(stages::kAlloc);
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   runtime::Runtime::instance().free(ptr);
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "accelerator/context.h"
+#include "host_stages.h"
 #include "neuronsim/sim/host_profile.h"
 
 namespace neuronsim::backend {
@@ -25,7 +26,7 @@ class NeuronDeviceAllocator final : public c10::DeviceAllocator {
     const c10::DeviceIndex dev = current_device();
     const c10::Device device(c10::DeviceType::PrivateUse1, dev);
     if (nbytes == 0) return {nullptr, nullptr, &free_device_memory, device};
-    sim::HostStageScope stage(sim::HostStage::kAlloc);
+    sim::HostStageScope stage(stages::kAlloc);
     void* p = with_runtime(
         [&](runtime::Runtime& r) { return r.malloc(static_cast<uint32_t>(dev), nbytes); });
     return {p, p, &free_device_memory, device};

@@ -4,7 +4,7 @@
 // torch.manual_seed(s) a random op on neuron draws exactly what the same op draws on the CPU, and
 // get_state/set_state are the CPU generator's state (5056 bytes).
 //
-// Two counter-based Philox streams (device/philox.h, the ISA rng instruction's) complement it
+// Two counter-based Philox streams (device_model/philox.h, the ISA rng instruction's) complement it
 // where the CPU stream cannot serve:
 // - ISA mode, where the rng instruction computes the values: each op's Philox seed is drawn from
 //   the CPU stream (reproducible under manual_seed and state restores, not the CPU's values);

@@ -1,4 +1,5 @@
 #include "aten/cpu_fallback.h"
+#include "host_stages.h"
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
@@ -18,7 +19,7 @@
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
-#include "graph/graph_capture.h"
+#include "aten/capture_mode.h"
 #include "neuronsim/runtime/trace_session.h"
 #include "neuronsim/sim/host_profile.h"
 
@@ -313,7 +314,7 @@ void run_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
 void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const BackendKernelScope kernel_scope;
-  sim::HostStageScope stage(sim::HostStage::kFallback);
+  sim::HostStageScope stage(stages::kFallback);
   const std::string name = op.schema().name();
   // An op PyTorch implements only for accelerators (CUDA-only kernels such as nn.SyncBatchNorm's
   // batch_norm_stats) has nothing to fall back to: say so, instead of the dispatcher's "Could

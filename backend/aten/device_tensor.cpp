@@ -4,8 +4,8 @@
 
 namespace neuronsim::backend {
 
-std::optional<device::DType> device_dtype(c10::ScalarType t) {
-  using device::DType;
+std::optional<device_model::DType> device_dtype(c10::ScalarType t) {
+  using device_model::DType;
   switch (t) {
     case c10::ScalarType::Float:
       return DType::kFp32;
@@ -67,7 +67,7 @@ at::Tensor cpu_view(const at::Tensor& t) {
 
 kernels::TensorDesc describe_bytes(const at::Tensor& t, const HbmAddressOf& hbm_address) {
   kernels::TensorDesc d;
-  d.dtype = device::DType::kUint8;
+  d.dtype = device_model::DType::kUint8;
   d.address = hbm_address(t.data_ptr());
   const int64_t es = static_cast<int64_t>(t.element_size());
   d.sizes.assign(t.sizes().begin(), t.sizes().end());

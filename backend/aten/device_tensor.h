@@ -14,7 +14,7 @@ namespace neuronsim::backend {
 
 /// The device dtype a torch dtype is computed in; nullopt for types the device has no native
 /// support for (complex, qint, ...). 64-bit types map to their 32-bit counterparts.
-std::optional<device::DType> device_dtype(c10::ScalarType t);
+std::optional<device_model::DType> device_dtype(c10::ScalarType t);
 bool is_64bit(c10::ScalarType t);
 
 /// The HBM byte address of device memory (the runtime's, looked up under its lock).

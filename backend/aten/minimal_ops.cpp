@@ -19,7 +19,7 @@
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "aten/torch_op_call.h"
-#include "graph/graph_capture.h"
+#include "aten/capture_mode.h"
 #include "neuronsim/kernels/ops/device_copy.h"
 #include "neuronsim/runtime/trace_session.h"
 

@@ -1,4 +1,5 @@
 #include "aten/native_boxed.h"
+#include "host_stages.h"
 
 #include <ATen/ATen.h>
 #include <ATen/EmptyTensor.h>
@@ -17,7 +18,7 @@
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "aten/program_key.h"
-#include "graph/graph_capture.h"
+#include "aten/capture_mode.h"
 #include "neuronsim/runtime/trace_session.h"
 #include "neuronsim/sim/host_profile.h"
 #include "profiler/activity_recorder.h"
@@ -129,7 +130,7 @@ void read_count(const c10::Device& device, const at::Tensor& count) {
 }
 
 void record_native(const c10::OperatorName& name, bool at32) {
-  sim::HostStageScope stage(sim::HostStage::kOpTracking);
+  sim::HostStageScope stage(stages::kOpTracking);
   if (!in_fallback()) OpTracker::get().kernel_native(name, at32);
 }
 
@@ -150,10 +151,10 @@ void run_programs(const NativeOp& native, OpInvocation& inv, bool functional,
     inv.hbm_address = hbm_addresses(r);
     inv.grid = capture_mode() == CaptureMode::kOff ? r.device().params().logical_core_size : 1;
     std::optional<ProgramKey> key;
-    const std::vector<device::Program>* cached = nullptr;
-    std::vector<device::Program> built;
+    const std::vector<device_model::Program>* cached = nullptr;
+    std::vector<device_model::Program> built;
     {
-      sim::HostStageScope stage(sim::HostStage::kBuild);
+      sim::HostStageScope stage(stages::kBuild);
       if (native.cacheable && !native.shape_sync && capture_mode() == CaptureMode::kOff &&
           r.program_cache().enabled()) {
         key = program_key(inv, functional);
@@ -169,7 +170,7 @@ void run_programs(const NativeOp& native, OpInvocation& inv, bool functional,
     }
     launch_programs(inv.device, cached ? *cached : built, functional, cached != nullptr);
     if (key && !cached) {
-      sim::HostStageScope stage(sim::HostStage::kBuild);
+      sim::HostStageScope stage(stages::kBuild);
       r.program_cache().insert(key->key, std::move(built), std::move(key->regions));
     }
     return 0;
@@ -182,9 +183,9 @@ bool isa_mode() {
   return with_runtime([](runtime::Runtime& r) { return r.isa_mode(); });
 }
 
-void launch_programs(const c10::Device& device, const std::vector<device::Program>& programs,
+void launch_programs(const c10::Device& device, const std::vector<device_model::Program>& programs,
                      bool functional, bool validated) {
-  // Inside a compiled graph the graph's launch runs the work (graph/graph_capture.h).
+  // Inside a compiled graph the graph's launch runs the work (aten/capture_mode.h).
   switch (capture_mode()) {
     case CaptureMode::kSkip:
       return;
@@ -201,12 +202,12 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
     for (const auto& p : programs) {
       const sim::SimTime h0 = r.host_time();
       r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
-      device::RunResult res;
+      device_model::RunResult res;
       {
-        sim::HostStageScope stage(sim::HostStage::kLaunch);
+        sim::HostStageScope stage(stages::kLaunch);
         res = r.launch(dev, stream, p, functional, validated);
       }
-      sim::HostStageScope stage(sim::HostStage::kTrace);
+      sim::HostStageScope stage(stages::kTrace);
       if (trace) {
         trace->host("launch " + p.name, "launch", h0, r.host_time());
         for (const auto& c : res.cores) trace->kernel(c.core, c.start, c.end);
@@ -219,7 +220,7 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
 
 void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const BackendKernelScope kernel_scope;
-  sim::HostStageScope dispatch_stage(sim::HostStage::kDispatch);
+  sim::HostStageScope dispatch_stage(stages::kDispatch);
   const auto& schema = op.schema();
   const size_t nargs = schema.arguments().size();
   const std::string name = base_name(op);
@@ -272,7 +273,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   const CaptureMode capture = capture_mode();
   std::optional<OpScope> scope;
   if (capture == CaptureMode::kOff && runtime::TraceSession::active()) {
-    sim::HostStageScope stage(sim::HostStage::kTrace);
+    sim::HostStageScope stage(stages::kTrace);
     scope.emplace(
         name, c10::ArrayRef<c10::IValue>(&*(stack->end() - static_cast<int64_t>(nargs)), nargs));
   }
@@ -344,7 +345,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     }
   }
   try {
-    sim::HostStageScope stage(sim::HostStage::kHostValues);
+    sim::HostStageScope stage(stages::kHostValues);
     if (native->host_values)
       native->host_values(op, stack);
     else

@@ -19,7 +19,7 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
 /// Launches an op's programs on its device, charging the host launch overhead. `functional`
 /// runs them in full mode (ISA mode: the programs compute the values). `validated`: they come
 /// from the program cache (validated on their first launch).
-void launch_programs(const c10::Device& device, const std::vector<device::Program>& programs,
+void launch_programs(const c10::Device& device, const std::vector<device_model::Program>& programs,
                      bool functional, bool validated = false);
 /// ISA mode is on for this process (NEURON_SIM_MODE=isa or neuronsim._C._set_isa_mode).
 bool isa_mode();

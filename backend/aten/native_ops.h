@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "aten/device_tensor.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 
 namespace neuronsim::backend {
 
@@ -28,14 +28,14 @@ struct OpInvocation {
   c10::Device device{c10::DeviceType::PrivateUse1, 0};
   /// What the builders need of the device, filled in under the runtime lock: the core's
   /// parameters and the HBM address of device memory.
-  const device::CoreParams* core_params = nullptr;
+  const device_model::CoreParams* core_params = nullptr;
   HbmAddressOf hbm_address;
   /// Physical cores the op's launch may span (chip.logical_core_size; 1 inside a compiled graph,
   /// whose linker joins single-core programs): the kernels that split their work across a
   /// logical core's cores (kernels/spmd.h) read it.
   uint32_t grid = 1;
 
-  const device::CoreParams& core() const { return *core_params; }
+  const device_model::CoreParams& core() const { return *core_params; }
   /// A device tensor as the kernel library sees it.
   kernels::TensorDesc describe(const at::Tensor& t) const {
     return backend::describe(t, hbm_address);
@@ -52,7 +52,7 @@ struct OpInvocation {
 };
 
 /// Builds the ISA programs that model an op's device time.
-using TimingBuilder = std::function<std::vector<device::Program>(const OpInvocation&)>;
+using TimingBuilder = std::function<std::vector<device_model::Program>(const OpInvocation&)>;
 
 /// Whether the kernel library handles this invocation (dtypes, shapes); checked before anything
 /// runs, so an unsupported case takes the CPU fallback instead.

@@ -1,4 +1,5 @@
 #include "aten/op_observer.h"
+#include "host_stages.h"
 
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
@@ -84,7 +85,7 @@ int32_t op_id(const at::RecordFunction& fn) {
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
-  sim::HostStageScope stage(sim::HostStage::kObserver);
+  sim::HostStageScope stage(stages::kObserver);
   const int depth = t_depth++;
   if (depth >= kMaxDepth) return nullptr;
   Frame& f = t_frames[depth];
@@ -106,7 +107,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
 }
 
 void on_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
-  sim::HostStageScope stage(sim::HostStage::kObserver);
+  sim::HostStageScope stage(stages::kObserver);
   if (t_depth == 0) return;  // entered before the observer was installed
   const int depth = --t_depth;
   if (depth >= kMaxDepth) return;

@@ -23,13 +23,13 @@
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
-#include "neuronsim/device/philox.h"
+#include "neuronsim/device_model/philox.h"
 #include "neuronsim/kernels/ops/random_draws.h"
 
 namespace neuronsim::backend {
 namespace {
 
-namespace philox = device::philox;
+namespace philox = device_model::philox;
 
 bool exact_64bit() {
   const char* v = std::getenv("NEURON_SIM_EXACT_64BIT");
@@ -62,7 +62,7 @@ void set_stream(kernels::RandomSpec& s, const NeuronGenerator::PhiloxStream& st)
 // Values for every logical element, in row-major order, as a contiguous CPU tensor.
 at::Tensor host_values(const at::Tensor& t, const kernels::RandomSpec& s) {
   const int64_t n = t.numel();
-  if (s.dist == device::RngDist::kInteger) {
+  if (s.dist == device_model::RngDist::kInteger) {
     const auto v = kernels::ops::philox_integer_draws(s, static_cast<int64_t>(s.a),
                                                       static_cast<int64_t>(s.b), n);
     return at::tensor(v, at::kLong).view(t.sizes());
@@ -127,7 +127,7 @@ at::Tensor& normal_(at::Tensor& self, double mean, double std, std::optional<at:
   const BackendKernelScope kernel_scope;
   TORCH_CHECK(std >= 0.0, "normal expects std >= 0.0, but found std ", std);
   kernels::RandomSpec s;
-  s.dist = device::RngDist::kNormal;
+  s.dist = device_model::RngDist::kNormal;
   s.a = static_cast<float>(mean);
   s.b = static_cast<float>(std);
   return fill_random(
@@ -210,7 +210,7 @@ at::Tensor& random_impl(at::Tensor& self, int64_t from, std::optional<int64_t> t
   TORCH_CHECK(from < hi, "random_ expects 'from' to be less than 'to', but got from=", from,
               " >= to=", hi);
   kernels::RandomSpec s;
-  s.dist = device::RngDist::kInteger;
+  s.dist = device_model::RngDist::kInteger;
   s.a = static_cast<float>(from);
   s.b = static_cast<float>(hi);
   if (self.numel() == 0) return self;

@@ -45,13 +45,28 @@ ScalarType scalar_type_of(c10::ScalarType t) {
   }
 }
 
+namespace {
+
+// The memory of a tensor's first element, when it has any: fake and functional tensors (dynamo
+// tracing asks the fused-kernel choice with them) and zero-size tensors have none.
+const void* host_data(const at::Tensor& t) {
+  if (t.numel() == 0 || !t.has_storage()) return nullptr;
+  try {
+    return t.data_ptr();
+  } catch (const c10::Error&) {
+    return nullptr;
+  }
+}
+
+}  // namespace
+
 TensorArg tensor_arg(const at::Tensor& t, const HbmAddressOf& hbm_address) {
   TensorArg a;
   if (!t.defined()) return a;
   a.defined = true;
   a.on_device = is_neuron(t);
   a.type = scalar_type_of(t.scalar_type());
-  a.data = t.numel() && t.has_storage() ? t.data_ptr() : nullptr;
+  a.data = host_data(t);
   const at::Tensor v = t.is_complex() ? at::view_as_real(t) : t;
   const auto dt = device_dtype(v.scalar_type());
   if (a.on_device && hbm_address && dt) {
@@ -60,7 +75,7 @@ TensorArg tensor_arg(const at::Tensor& t, const HbmAddressOf& hbm_address) {
   }
   // Shapes only: support checks run before the launch knows addresses, host tensors have none,
   // and types the device does not compute with have no device view.
-  a.desc.dtype = dt ? *dt : device::DType::kUint8;
+  a.desc.dtype = dt ? *dt : device_model::DType::kUint8;
   const int64_t widen = is_64bit(v.scalar_type()) ? 2 : 1;
   a.desc.sizes.assign(v.sizes().begin(), v.sizes().end());
   for (int64_t s : v.strides()) a.desc.strides.push_back(s * widen);
@@ -179,11 +194,11 @@ std::optional<ScalarType> TorchOpCall::scalar_type(std::string_view arg) const {
   return scalar_type_of(static_cast<c10::ScalarType>(v->toInt()));
 }
 
-const device::CoreParams& TorchOpCall::core() const {
+const device_model::CoreParams& TorchOpCall::core() const {
   if (inv_.core_params) return *inv_.core_params;
   // Support checks run before the launch: the core's parameters are the device's for good.
   return *with_runtime(
-      [](runtime::Runtime& r) -> const device::CoreParams* { return &r.device().params().core; });
+      [](runtime::Runtime& r) -> const device_model::CoreParams* { return &r.device().params().core; });
 }
 
 TensorArg TorchOpCall::output(size_t i) const {

@@ -34,7 +34,7 @@ class TorchOpCall final : public kernels::ops::OpCall {
   size_t num_outputs() const override { return inv_.outputs.size(); }
   kernels::ops::TensorArg output(size_t i) const override;
   kernels::ops::TensorArg count() const override;
-  const device::CoreParams& core() const override;
+  const device_model::CoreParams& core() const override;
   uint32_t grid() const override { return inv_.grid; }
 
  private:

@@ -70,7 +70,7 @@ void register_bindings(py::module_& m) {
 
   m.def("_interconnect", [] {
     return with_runtime([](runtime::Runtime& r) {
-      const collectives::InterconnectParams& p = r.interconnect();
+      const device_model::interconnect::InterconnectParams& p = r.interconnect();
       py::dict d;
       d["instance"] = p.instance_name;
       d["chips"] = p.chips;
@@ -82,9 +82,9 @@ void register_bindings(py::module_& m) {
       d["network_bytes_per_s"] = p.network_bytes_per_s;
       d["network_latency_ns"] = p.network_latency_ns;
       d["dma_bytes_per_s"] = p.dma_bytes_per_s;
-      d["algorithm"] = collectives::algorithm_name(p.algorithm);
+      d["algorithm"] = device_model::interconnect::algorithm_name(p.algorithm);
       d["inter_instance"] =
-          p.inter_instance == collectives::InterInstance::kHierarchical ? "hierarchical" : "flat";
+          p.inter_instance == device_model::interconnect::InterInstance::kHierarchical ? "hierarchical" : "flat";
       d["launch_overhead_ns"] = p.launch_overhead_ns;
       d["step_latency_ns"] = p.step_latency_ns;
       return d;

@@ -13,7 +13,7 @@
 
 namespace neuronsim::backend::distributed {
 
-using collectives::Kind;
+using device_model::interconnect::Kind;
 
 NeuronBackend::NeuronBackend(int rank, int size, c10::intrusive_ptr<c10d::Backend> gloo,
                              BackendOptions opts)
@@ -30,8 +30,8 @@ NeuronBackend::NeuronBackend(int rank, int size, c10::intrusive_ptr<c10d::Backen
   received_agreed_.resize(size);
   with_runtime([&](runtime::Runtime& r) {
     core_ = r.physical_core(static_cast<uint32_t>(opts_.device));
-    model_ = std::make_unique<collectives::CollectiveModel>(
-        collectives::Topology(r.interconnect(), opts_.places));
+    model_ = std::make_unique<device_model::interconnect::CollectiveModel>(
+        device_model::interconnect::Topology(r.interconnect(), opts_.places));
     return 0;
   });
 }
@@ -382,7 +382,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   const uint32_t k = static_cast<uint32_t>(opts_.ranks_per_process);
   std::vector<sim::SimTime> modelled;
   for (const auto& t : arrivals) modelled.insert(modelled.end(), k, t);
-  collectives::CollectiveDesc desc{plan.call.kind, plan.call.model_bytes};
+  device_model::interconnect::CollectiveDesc desc{plan.call.kind, plan.call.model_bytes};
   desc.root = plan.call.root < 0 ? 0 : static_cast<uint32_t>(plan.call.root) * k;
   if (plan.call.kind == Kind::kAllToAll) {
     // Every rank must time the same collective: the busiest sender sets its size.
@@ -412,7 +412,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
     }
   }
   const runtime::CollectiveRecord placed = with_runtime([&](runtime::Runtime& r) {
-    const collectives::CollectiveCost cost = model_->cost(desc);
+    const device_model::interconnect::CollectiveCost cost = model_->cost(desc);
     runtime::CollectiveRecord rec;
     rec.name = plan.call.name;
     rec.group = opts_.group;

@@ -15,7 +15,7 @@
 #include "distributed/host_ops.h"
 #include "distributed/posted_data.h"
 #include "distributed/wire.h"
-#include "neuronsim/collectives/collective_model.h"
+#include "neuronsim/device_model/interconnect/collective_model.h"
 
 namespace neuronsim::backend::distributed {
 
@@ -23,7 +23,7 @@ struct BackendOptions {
   c10::DeviceIndex device = 0;  // this rank's neuron device
   std::string group;            // the process group's name (trace rows, messages)
   /// Every modelled rank's NeuronCore, by group rank (ranks_per_process entries per process).
-  std::vector<collectives::RankPlace> places;
+  std::vector<device_model::interconnect::RankPlace> places;
   /// Modelled ranks per process: a group of N processes times collectives of N x k ranks (k
   /// consecutive NeuronCores each), while the data moves between the N processes. For
   /// benchmarks of large groups on small machines (NEURON_SIM_CC_MODEL_RANKS); 1 otherwise.
@@ -144,7 +144,7 @@ class NeuronBackend final : public c10d::Backend {
   BackendOptions opts_;
   SlotLayout layout_;
   uint32_t core_ = 0;  // this rank's physical NeuronCore in this process's device
-  std::unique_ptr<collectives::CollectiveModel> model_;
+  std::unique_ptr<device_model::interconnect::CollectiveModel> model_;
   uint64_t sequence_ = 0;
   at::Tensor gathered_;  // every rank's slot (this rank's included), reused by run()
   at::Tensor outbox_;    // this rank's slot for each peer, when peers get different parts
@@ -162,7 +162,7 @@ class NeuronBackend final : public c10d::Backend {
   /// size (AgreedSizes), data sent after the check, and a second step (Plan::landed).
   static constexpr int kAfterCheck = AgreedSizes::kRemembered;
   static constexpr int kSecondStep = kAfterCheck + 1;
-  static constexpr int kKinds = 16;  // collectives::Kind values (4 bits of a tag)
+  static constexpr int kKinds = 16;  // device_model::interconnect::Kind values (4 bits of a tag)
   /// A posted message's tag: the collective's sequence number (cycling), kind and channel.
   static int data_tag(uint64_t sequence, int kind, int channel);
   /// Whether data of `bytes` travels beyond the header's slot, in a message of its own.

@@ -16,7 +16,7 @@
 
 namespace neuronsim::backend::distributed {
 
-using collectives::Kind;
+using device_model::interconnect::Kind;
 
 c10::intrusive_ptr<c10d::Work> NeuronBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                    int tag) {
@@ -42,10 +42,10 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::send(std::vector<at::Tensor>& tens
     placed = with_runtime([&](runtime::Runtime& r) {
       arrival = r.arrival(dev, stream);
       r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
-      collectives::CollectiveDesc d{Kind::kSendRecv, static_cast<uint64_t>(bytes)};
+      device_model::interconnect::CollectiveDesc d{Kind::kSendRecv, static_cast<uint64_t>(bytes)};
       d.root = static_cast<uint32_t>(rank_ * opts_.ranks_per_process);
       d.peer = static_cast<uint32_t>(dst_rank * opts_.ranks_per_process);
-      const collectives::CollectiveCost cost = model_->cost(d);
+      const device_model::interconnect::CollectiveCost cost = model_->cost(d);
       runtime::CollectiveRecord rec;
       rec.name = fmt::format("send to {}", dst_rank);
       rec.group = opts_.group;
@@ -150,10 +150,10 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::recv(std::vector<at::Tensor>& tens
     }
     const uint64_t bytes = static_cast<uint64_t>(nbytes(view));
     const runtime::CollectiveRecord placed = with_runtime([&](runtime::Runtime& r) {
-      collectives::CollectiveDesc d{Kind::kSendRecv, bytes};
+      device_model::interconnect::CollectiveDesc d{Kind::kSendRecv, bytes};
       d.root = static_cast<uint32_t>(src_rank * self->opts_.ranks_per_process);
       d.peer = static_cast<uint32_t>(self->rank_ * self->opts_.ranks_per_process);
-      const collectives::CollectiveCost cost = self->model_->cost(d);
+      const device_model::interconnect::CollectiveCost cost = self->model_->cost(d);
       runtime::CollectiveRecord rec;
       rec.name = fmt::format("recv from {}", src_rank);
       rec.group = self->opts_.group;

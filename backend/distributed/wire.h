@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/collectives/collective_model.h"
+#include "neuronsim/device_model/interconnect/collective_model.h"
 
 namespace neuronsim::backend::distributed {
 
@@ -22,7 +22,7 @@ struct Header {
   uint64_t magic = 0;
   uint64_t sequence = 0;   // the group's collective counter
   int64_t arrival_ps = 0;  // simulated time this rank reached the collective
-  int32_t kind = 0;        // collectives::Kind
+  int32_t kind = 0;        // device_model::interconnect::Kind
   int32_t dtype = 0;       // c10::ScalarType
   int32_t reduce_op = -1;  // c10d::ReduceOp::RedOpType, -1 if none
   int32_t root = -1;       // broadcast/reduce/gather/scatter root, -1 if none
@@ -59,7 +59,7 @@ struct SlotLayout {
 
 /// The collective this rank is about to issue, as it describes itself to the others.
 struct Call {
-  collectives::Kind kind = collectives::Kind::kAllReduce;
+  device_model::interconnect::Kind kind = device_model::interconnect::Kind::kAllReduce;
   const char* name = "";
   at::ScalarType dtype = at::kFloat;
   std::vector<at::IntArrayRef> shapes;  // every tensor whose shape must agree

@@ -46,7 +46,7 @@ int32_t ActivityRecorder::resource_of(int32_t device, const std::string& row) {
   return it->second;
 }
 
-void ActivityRecorder::on_launch(const std::string& kernel, const device::RunResult& r) {
+void ActivityRecorder::on_launch(const std::string& kernel, const device_model::RunResult& r) {
   if (!active_ || !sink_) return;
   const int64_t wall = c10::getTime();
   const uint64_t corr = t_correlation.empty() ? 0 : t_correlation.back();

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/device.h"
+#include "neuronsim/device_model/device.h"
 #include "neuronsim/traces/sinks.h"
 
 namespace neuronsim::backend {
@@ -38,7 +38,7 @@ class ActivityRecorder {
   void start();
   void stop();
   /// Called after each kernel launch with the run's result (runtime lock held).
-  void on_launch(const std::string& kernel, const device::RunResult& r);
+  void on_launch(const std::string& kernel, const device_model::RunResult& r);
   void push_correlation(uint64_t id);
   void pop_correlation();
   /// Moves out what was recorded.

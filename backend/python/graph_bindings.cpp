@@ -1,5 +1,6 @@
 // neuronsim._C's graph compiler entry points: describe a graph, compile it, run it.
 #include "python/graph_bindings.h"
+#include "host_stages.h"
 
 #include <torch/extension.h>
 
@@ -11,9 +12,9 @@
 #include "aten/device_tensor.h"
 #include "aten/op_observer.h"
 #include "aten/op_tracking.h"
-#include "graph/compiled_graph.h"
-#include "graph/graph_capture.h"
-#include "graph/host_run.h"
+#include "compiled_graph/compiled_graph.h"
+#include "aten/capture_mode.h"
+#include "compiled_graph/host_run.h"
 #include "neuronsim/sim/host_profile.h"
 
 namespace py = pybind11;
@@ -24,8 +25,8 @@ namespace {
 using kernels::graph::Arg;
 using kernels::graph::Graph;
 
-device::DType dtype_of(const std::string& type) {
-  using device::DType;
+device_model::DType dtype_of(const std::string& type) {
+  using device_model::DType;
   if (type == "bfloat16") return DType::kBf16;
   if (type == "float16") return DType::kFp16;
   if (type == "float8_e4m3fn") return DType::kFp8E4M3;
@@ -73,7 +74,7 @@ py::dict report(const CompiledGraphRun& run) {
     py::dict n;
     n["name"] = g.nodes()[i].name;
     n["op"] = g.nodes()[i].op;
-    n["class"] = kernels::graph::node_class_name(cg.node_class[i]);
+    n["class"] = kernels::compiler::node_class_name(cg.node_class[i]);
     n["region"] = cg.node_region[i];
     n["reason"] = cg.node_reason[i];
     nodes.append(n);
@@ -84,7 +85,7 @@ py::dict report(const CompiledGraphRun& run) {
     const auto& region = cg.partition.regions[r];
     py::dict x;
     x["name"] = cg.region_name[r];
-    const char* kinds[] = {"tile", "matmul", "eager", "host", "attention"};
+    const char* kinds[] = {"tile", "matmul", "eager", "host", "attention", "kernel"};
     x["kind"] = kinds[static_cast<int>(region.kind)];
     x["segment"] = region.segment;
     py::list ns;
@@ -145,14 +146,14 @@ void register_graph_bindings(py::module_& m) {
              g.add_node(std::move(n));
            })
       .def("compile", [](const Graph& g, const std::string& name) {
-        const device::CoreParams core =
+        const device_model::CoreParams core =
             with_runtime([](runtime::Runtime& r) { return r.device().params().core; });
-        kernels::graph::CompileOptions opt;
+        kernels::compiler::CompileOptions opt;
         opt.name = name;
-        kernels::graph::CompiledGraph cg;
+        kernels::compiler::CompiledGraph cg;
         {
           py::gil_scoped_release release;
-          cg = kernels::graph::compile_graph(g, core, opt);
+          cg = kernels::compiler::compile_graph(g, core, opt);
         }
         return std::make_shared<CompiledGraphRun>(std::move(cg));
       });
@@ -170,7 +171,7 @@ void register_graph_bindings(py::module_& m) {
       .def(py::init<>())
       .def("views",
            [](HostRun& h, const py::list& xs) {
-             sim::HostStageScope stage(sim::HostStage::kDispatch);
+             sim::HostStageScope stage(stages::kDispatch);
              py::list out;
              for (const auto& x : xs) {
                if (THPVariable_Check(x.ptr())) {
@@ -184,7 +185,7 @@ void register_graph_bindings(py::module_& m) {
            })
       .def("to_device", [](HostRun& h, const py::sequence& xs, const std::vector<bool>& on_device,
                            bool program_values) {
-        sim::HostStageScope stage(sim::HostStage::kDispatch);
+        sim::HostStageScope stage(stages::kDispatch);
         TORCH_CHECK(xs.size() == on_device.size(), "neuronsim: ", xs.size(), " values, ",
                     on_device.size(), " flags");
         const c10::Device device =
@@ -217,7 +218,7 @@ void register_graph_bindings(py::module_& m) {
       }))
       .def("__enter__",
            [](PyHostRunScope& s) {
-             s.stage = std::make_unique<sim::HostStageScope>(sim::HostStage::kHostValues);
+             s.stage = std::make_unique<sim::HostStageScope>(stages::kHostValues);
              s.alloc = std::make_unique<HostAllocScope>(s.device);
              if (!at::hasThreadLocalCallbacks()) {
                s.record = std::make_unique<at::RecordFunctionGuard>(false);
@@ -239,12 +240,12 @@ void register_graph_bindings(py::module_& m) {
     if (!op_observer_enabled()) return;
     for (int32_t id : ids) OpTracker::get().record(id, false, false);
   });
-  // Capture modes (graph/graph_capture.h) as a per-thread stack: 0 off, 1 fused, 2 eager node.
+  // Capture modes (aten/capture_mode.h) as a per-thread stack: 0 off, 1 fused, 2 eager node.
   m.def(
       "_capture_push",
       [](int mode, const std::shared_ptr<CompiledGraphRun>& run, int node) {
         const auto cm = static_cast<CaptureMode>(mode);
-        std::vector<device::Program>* target =
+        std::vector<device_model::Program>* target =
             cm == CaptureMode::kCollect && run ? run->collect_target(node) : nullptr;
         t_scopes.push_back(std::make_unique<CaptureScope>(cm, target));
       },

@@ -1,5 +1,5 @@
 #pragma once
-// The graph compiler's entry points for torch.compile (python/neuronsim/compiler), bound into
+// The graph compiler's entry points for torch.compile (python/neuronsim/torch_compile), bound into
 // neuronsim._C: describe an FX graph, compile it into fused programs, run it.
 #include <torch/csrc/utils/pybind.h>
 

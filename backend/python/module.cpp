@@ -316,10 +316,8 @@ PYBIND11_MODULE(_C, m) {
   // NEURONSIM_HOST_PROFILE=1: host wall time per stage of the per-op path (sim/host_profile.h).
   m.def("_host_profile", [] {
     py::dict out;
-    const sim::HostStageTotals t = sim::HostProfile::totals();
-    for (size_t i = 0; i < t.ns.size(); ++i) {
-      out[py::str(std::string(sim::host_stage_name(static_cast<sim::HostStage>(i))))] =
-          py::make_tuple(t.ns[i], t.entries[i]);
+    for (const sim::HostStageTotal& t : sim::HostProfile::totals()) {
+      out[py::str(t.name)] = py::make_tuple(t.ns, t.entries);
     }
     return out;
   });

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/config.h"
+#include "neuronsim/device_model/config.h"
 #include "neuronsim/traces/summary.h"
 #include "neuronsim/traces/trace_reader.h"
 
@@ -37,9 +37,9 @@ void bind_trace_tools(py::module_& m) {
     return labels;
   });
   m.def("_summary_format", [] { return std::string(traces::kSummaryFormat); });
-  m.def("_preset_names", [] { return device::Config::builtin_names(); });
+  m.def("_preset_names", [] { return device_model::Config::builtin_names(); });
   m.def("_preset_text",
-        [](const std::string& name) { return std::string(device::Config::builtin_text(name)); });
+        [](const std::string& name) { return std::string(device_model::Config::builtin_text(name)); });
 }
 
 }  // namespace neuronsim::backend

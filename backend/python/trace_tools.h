@@ -1,6 +1,6 @@
 #pragma once
 // The torch-free tools behind the `neuronsim` CLI, bound into neuronsim._C: trace summaries and
-// their comparison (traces/), and the built-in presets (device/).
+// their comparison (traces/), and the built-in presets (device_model/).
 #include <torch/csrc/utils/pybind.h>
 
 namespace neuronsim::backend {

@@ -9,14 +9,13 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/instructions.h"
-#include "neuronsim/kernels/graph/synced_builder.h"
+#include "neuronsim/device_model/instructions.h"
+#include "neuronsim/kernels/synced_builder.h"
 #include "neuronsim/kernels/program_builder.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
-using graph::SyncedBuilder;
+using namespace device_model;
 using Buffer = SyncedBuilder::Buffer;
 
 namespace {

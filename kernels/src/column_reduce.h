@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
-#include "neuronsim/kernels/reduction.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
+#include "neuronsim/kernels/reduce_spec.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -48,13 +48,13 @@ struct OuterReduce {
 /// (max/min/prod only; the latter needs long runs of kept columns per partition, the former
 /// enough reduced rows to spread over the DMA engines). Both estimates use the preset's DMA
 /// descriptor and engine rates.
-bool prefer_transposed_rows(const OuterReduce& r, const device::CoreParams& core);
+bool prefer_transposed_rows(const OuterReduce& r, const device_model::CoreParams& core);
 
 /// max/min/prod over the reduced dims, or var/std (spec.variance, spec.sqrt, spec.scale): rows
 /// loaded contiguously and transposed on TensorE, so the kept columns land on partitions.
-device::Program build_transposed_column_reduce(const std::string& name, const TensorDesc& in,
+device_model::Program build_transposed_column_reduce(const std::string& name, const TensorDesc& in,
                                                const TensorDesc& out, const ReduceSpec& spec,
                                                const OuterReduce& r,
-                                               const device::CoreParams& core);
+                                               const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -5,14 +5,14 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/tiling.h"
 #include "partition_sum.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
 Program build_count_nonzero(const std::string& name, const TensorDesc& in, const TensorDesc& count,

@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 
 namespace neuronsim::kernels::conv {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
 std::array<int64_t, 3> Band::out_counts(const Axes& a) const {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "conv_band.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 
 namespace neuronsim::kernels::conv {
 
@@ -23,11 +23,11 @@ struct ShiftedConv {
   int64_t groups = 1;
 };
 
-device::Program build_shifted_conv(const std::string& name, const ShiftedConv& c,
-                                   const device::CoreParams& core);
+device_model::Program build_shifted_conv(const std::string& name, const ShiftedConv& c,
+                                   const device_model::CoreParams& core);
 
 /// Output rows per band so that one block of channels fits SBUF; 0 when not even one does.
-int64_t shifted_conv_band_rows(const ShiftedConv& c, const device::CoreParams& core);
+int64_t shifted_conv_band_rows(const ShiftedConv& c, const device_model::CoreParams& core);
 
 /// The weight gradient: dw[a, b, k] = sum over n and positions o of
 /// a_t[n, a, o] * buffer(b_t)[n, b, o * stride + k * dilation] (a and b in the same group),
@@ -38,12 +38,12 @@ struct WeightGrad {
   Axes axes;
   int64_t groups = 1;
 };
-device::Program build_weight_grad(const std::string& name, const WeightGrad& w,
-                                  const device::CoreParams& core);
-int64_t weight_grad_band_rows(const WeightGrad& w, const device::CoreParams& core);
+device_model::Program build_weight_grad(const std::string& name, const WeightGrad& w,
+                                  const device_model::CoreParams& core);
+int64_t weight_grad_band_rows(const WeightGrad& w, const device_model::CoreParams& core);
 
 /// grad_bias[c] = sum over n and positions of g[n, c, ...].
-device::Program build_bias_grad(const std::string& name, const TensorDesc& g,
-                                const TensorDesc& grad_bias, const device::CoreParams& core);
+device_model::Program build_bias_grad(const std::string& name, const TensorDesc& g,
+                                const TensorDesc& grad_bias, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels::conv

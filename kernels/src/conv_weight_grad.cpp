@@ -8,11 +8,11 @@
 #include <fmt/format.h>
 
 #include "conv_shifted.h"
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 
 namespace neuronsim::kernels::conv {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
 namespace {

@@ -11,7 +11,7 @@
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 
 namespace {
 

@@ -6,46 +6,16 @@
 #include <fmt/format.h>
 
 #include "expr_steps.h"
-#include "neuronsim/device/executor.h"
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/executor.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/tiling.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
-Arg Expr::alu(AluOp op, Arg a, Arg b) {
-  Step s;
-  s.kind = Step::kAlu;
-  s.alu = op;
-  s.a = a;
-  s.b = b;
-  steps.push_back(s);
-  return Arg::step(static_cast<int>(steps.size()) - 1);
-}
-
-Arg Expr::act(ActFunc f, Arg a, float scale, float bias) {
-  Step s;
-  s.kind = Step::kAct;
-  s.act = f;
-  s.a = a;
-  s.scale = scale;
-  s.bias = bias;
-  steps.push_back(s);
-  return Arg::step(static_cast<int>(steps.size()) - 1);
-}
-
-Arg Expr::select(Arg pred, Arg on_true, Arg on_false) {
-  Step s;
-  s.kind = Step::kSelect;
-  s.a = pred;
-  s.b = on_true;
-  s.c = on_false;
-  steps.push_back(s);
-  return Arg::step(static_cast<int>(steps.size()) - 1);
-}
 
 namespace {
 

@@ -1,11 +1,11 @@
 #include "expr_steps.h"
 
-#include "neuronsim/device/executor.h"
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/executor.h"
+#include "neuronsim/device_model/instructions.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 
 StreamId step_engine(const Step& st) {
   return st.kind == Step::kAct && st.a.kind != Arg::kImm ? kScalar : kVector;

@@ -4,14 +4,14 @@
 #include <stdexcept>
 
 #include "expr_steps.h"
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/tiling.h"
 #include "partition_sum.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
 Program build_expression_sum(const std::string& name, const std::vector<TensorDesc>& inputs,

@@ -4,13 +4,13 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/tiling.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
 Program build_eye(const std::string& name, const TensorDesc& out, const CoreParams& core) {

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
 int64_t element_offset(const TensorDesc& t, int64_t pos) {

@@ -5,13 +5,13 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/rows.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
 namespace {

@@ -41,7 +41,7 @@ namespace {
 
 // The plan for a given PSUM group size, output slots and chunk size cap; estimate_s is
 // infinite when it does not fit in SBUF.
-MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint32_t group_banks,
+MatmulPlan plan_with(const MatmulShape& s, const device_model::CoreParams& core, uint32_t group_banks,
                      uint32_t out_slots, uint64_t chunk_cap, uint32_t max_stage) {
   MatmulPlan p;
   const uint32_t P = core.tensor.rows;
@@ -174,7 +174,7 @@ MatmulPlan plan_with(const MatmulShape& s, const device::CoreParams& core, uint3
 
 }  // namespace
 
-MatmulPlan plan_matmul(const MatmulShape& s, const device::CoreParams& core) {
+MatmulPlan plan_matmul(const MatmulShape& s, const device_model::CoreParams& core) {
   // The largest PSUM groups, output slots and chunks that fit; smaller ones on a small SBUF.
   const uint32_t tr_banks = (s.a.natural || s.b.natural || s.transposed_out) ? 2 : 0;
   const uint32_t max_banks = std::max<uint32_t>(1, (core.psum.banks - tr_banks) / 2);

@@ -8,7 +8,7 @@
 // max(HBM traffic / bandwidth, TensorE matmul + transpose cycles / clock).
 #include <cstdint>
 
-#include "neuronsim/device/params.h"
+#include "neuronsim/device_model/params.h"
 
 namespace neuronsim::kernels {
 
@@ -55,6 +55,6 @@ struct MatmulPlan {
 };
 
 /// Throws std::invalid_argument when not even two chunks of each operand fit in SBUF.
-MatmulPlan plan_matmul(const MatmulShape& s, const device::CoreParams& core);
+MatmulPlan plan_matmul(const MatmulShape& s, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -8,15 +8,15 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/executor.h"
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/executor.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/reduction.h"
 #include "neuronsim/kernels/tiling.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
 namespace {

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/indexing.h"
 #include "neuronsim/kernels/program_builder.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
 namespace {

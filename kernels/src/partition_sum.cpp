@@ -1,10 +1,10 @@
 #include "partition_sum.h"
 
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 
 void emit_partition_sum(ProgramBuilder& b, const AccessPattern& column, uint64_t bank,
                         const AccessPattern& total) {

@@ -4,7 +4,7 @@
 // partitions.
 #include <cstdint>
 
-#include "neuronsim/device/access_pattern.h"
+#include "neuronsim/device_model/access_pattern.h"
 #include "neuronsim/kernels/program_builder.h"
 
 namespace neuronsim::kernels {
@@ -12,7 +12,7 @@ namespace neuronsim::kernels {
 /// total (one fp32 element in SBUF) = the sum of `column` over its partitions: the column,
 /// once VectorE has written it, transposed on TensorE into a PSUM row in `bank` and reduced on
 /// VectorE.
-void emit_partition_sum(ProgramBuilder& b, const device::AccessPattern& column, uint64_t bank,
-                        const device::AccessPattern& total);
+void emit_partition_sum(ProgramBuilder& b, const device_model::AccessPattern& column, uint64_t bank,
+                        const device_model::AccessPattern& total);
 
 }  // namespace neuronsim::kernels

@@ -4,16 +4,16 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 
 namespace neuronsim::kernels {
 
-ProgramBuilder::ProgramBuilder(std::string name, const device::CoreParams& core) : core_(core) {
+ProgramBuilder::ProgramBuilder(std::string name, const device_model::CoreParams& core) : core_(core) {
   program_.name = std::move(name);
 }
 
 uint16_t ProgramBuilder::sem_of(StreamId s) const {
-  const uint32_t sem = s.engine == device::EngineKind::kDma ? device::kComputeEngineCount + s.queue
+  const uint32_t sem = s.engine == device_model::EngineKind::kDma ? device_model::kComputeEngineCount + s.queue
                                                             : static_cast<uint32_t>(s.engine);
   if (sem >= core_.semaphores) {
     throw std::logic_error(fmt::format("stream {} needs semaphore {}; the core has {}", s.name(),
@@ -22,13 +22,13 @@ uint16_t ProgramBuilder::sem_of(StreamId s) const {
   return static_cast<uint16_t>(sem);
 }
 
-void ProgramBuilder::emit(StreamId s, const device::Instruction& in) {
+void ProgramBuilder::emit(StreamId s, const device_model::Instruction& in) {
   program_.stream(s).instructions.push_back(in);
 }
 
 ProgramBuilder::Token ProgramBuilder::mark(StreamId s) {
   const uint16_t sem = sem_of(s);
-  emit(s, device::isa::sem_signal(sem, 1));
+  emit(s, device_model::isa::sem_signal(sem, 1));
   return {sem, ++signals_[sem]};
 }
 
@@ -37,7 +37,7 @@ void ProgramBuilder::wait(StreamId s, Token t) {
   int32_t& done = waited_[{s.name(), t.sem}];
   if (done >= t.value) return;
   done = t.value;
-  emit(s, device::isa::sem_wait(t.sem, t.value));
+  emit(s, device_model::isa::sem_wait(t.sem, t.value));
 }
 
 uint64_t ProgramBuilder::alloc_sbuf(uint64_t bytes, uint64_t align) {
@@ -64,7 +64,7 @@ void ProgramBuilder::add_hbm_region(const std::string& name, uint64_t offset, ui
   program_.hbm_regions.push_back({name, offset, bytes});
 }
 
-device::Program ProgramBuilder::build() && {
+device_model::Program ProgramBuilder::build() && {
   return std::move(program_);
 }
 

@@ -18,15 +18,15 @@ int64_t wrap_dim(int64_t d, int64_t nd, const char* what) {
 // `t` narrowed to [start, start + len) along dim d.
 TensorDesc narrow(TensorDesc t, size_t d, int64_t start, int64_t len) {
   t.address += static_cast<uint64_t>(start * t.strides[d] *
-                                     static_cast<int64_t>(device::dtype_size(t.dtype)));
+                                     static_cast<int64_t>(device_model::dtype_size(t.dtype)));
   t.sizes[d] = len;
   return t;
 }
 
 }  // namespace
 
-device::Program build_flip(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                           const std::vector<int64_t>& dims, const device::CoreParams& core) {
+device_model::Program build_flip(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                           const std::vector<int64_t>& dims, const device_model::CoreParams& core) {
   if (in.sizes != out.sizes) throw std::invalid_argument("flip: input and output sizes differ");
   TensorDesc src = in;
   std::vector<bool> flipped(in.sizes.size(), false);
@@ -38,17 +38,17 @@ device::Program build_flip(const std::string& name, const TensorDesc& in, const 
     src = narrow(src, w, src.sizes[w] - 1, src.sizes[w]);
     src.strides[w] = -src.strides[w];
   }
-  if (in.numel() == 0) return device::Program{name, {}, {}};
+  if (in.numel() == 0) return device_model::Program{name, {}, {}};
   return build_copy(name, src, out, core);
 }
 
-device::Program build_roll(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+device_model::Program build_roll(const std::string& name, const TensorDesc& in, const TensorDesc& out,
                            const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims,
-                           const device::CoreParams& core) {
+                           const device_model::CoreParams& core) {
   if (in.sizes != out.sizes) throw std::invalid_argument("roll: input and output sizes differ");
   if (shifts.size() != dims.size())
     throw std::invalid_argument("roll: shifts and dims differ in length");
-  if (in.numel() == 0) return device::Program{name, {}, {}};
+  if (in.numel() == 0) return device_model::Program{name, {}, {}};
   std::vector<std::pair<TensorDesc, TensorDesc>> blocks{{in, out}};
   for (size_t k = 0; k < dims.size(); ++k) {
     const size_t d = static_cast<size_t>(wrap_dim(dims[k], in.dim(), "roll"));

@@ -4,13 +4,13 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/dtype.h"
+#include "neuronsim/device_model/dtype.h"
 #include "neuronsim/kernels/elementwise.h"
 #include "neuronsim/kernels/reduction.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 
 namespace {
 

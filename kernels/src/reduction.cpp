@@ -8,13 +8,13 @@
 #include <fmt/format.h>
 
 #include "column_reduce.h"
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/tiling.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 using Token = ProgramBuilder::Token;
 
 AluOp combine_op(ReduceOp r) {

@@ -53,7 +53,7 @@ RowLayout row_layout(const std::vector<int64_t>& sizes,
   return l;
 }
 
-uint32_t row_chunk(const device::CoreParams& core, uint32_t buffers, int64_t cols) {
+uint32_t row_chunk(const device_model::CoreParams& core, uint32_t buffers, int64_t cols) {
   const uint64_t budget = core.sbuf.partition_bytes * 3 / 4;
   const uint64_t cap =
       std::min<uint64_t>(core.vector.max_free_elements_sbuf, budget / (4 * buffers));
@@ -61,7 +61,7 @@ uint32_t row_chunk(const device::CoreParams& core, uint32_t buffers, int64_t col
       std::min<int64_t>(cols, static_cast<int64_t>(std::max<uint64_t>(cap, 1))));
 }
 
-device::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile, size_t k,
+device_model::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile, size_t k,
                              int64_t c0, uint32_t count) {
   return hbm_ap(t, tile.offset[k] + c0 * l.col_stride[k], tile.rows, tile.row_stride[k],
                 {{l.col_stride[k], count}});

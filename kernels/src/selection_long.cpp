@@ -56,14 +56,14 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/selection.h"
 #include "neuronsim/kernels/tiling.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 using AP = AccessPattern;
 
 namespace {

@@ -9,7 +9,7 @@
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 
 TensorDesc slice_dim(const TensorDesc& t, int64_t dim, int64_t begin, int64_t end) {
   if (dim < 0 || dim >= t.dim() || begin < 0 || end < begin || end > t.sizes[dim]) {

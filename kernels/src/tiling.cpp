@@ -167,8 +167,8 @@ void order_by_output(std::vector<int64_t>& sizes, std::vector<std::vector<int64_
 
 }  // namespace
 
-device::AccessPattern tile_ap(const TensorDesc& t, const Tile& tile, const TileOperand& o) {
-  const device::Dim inner{o.free_strides[0], tile.free_sizes[0]};
+device_model::AccessPattern tile_ap(const TensorDesc& t, const Tile& tile, const TileOperand& o) {
+  const device_model::Dim inner{o.free_strides[0], tile.free_sizes[0]};
   if (tile.nfree == 2) {
     return hbm_ap(t, o.offset, tile.partitions, o.partition_stride,
                   {inner, {o.free_strides[1], tile.free_sizes[1]}});
@@ -282,9 +282,9 @@ std::vector<Tile> make_transpose_tiles(const std::vector<int64_t>& sizes,
   return out;
 }
 
-device::AccessPattern transposed_rows_ap(const TensorDesc& t, const Tile& tile,
+device_model::AccessPattern transposed_rows_ap(const TensorDesc& t, const Tile& tile,
                                          const TileOperand& o) {
-  device::AccessPattern ap = tile_ap(t, tile, o);
+  device_model::AccessPattern ap = tile_ap(t, tile, o);
   ap.partitions = tile.free_sizes[0];
   ap.partition_stride = o.free_strides[0];
   ap.dims[0] = {o.partition_stride, tile.partitions};

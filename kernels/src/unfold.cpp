@@ -6,12 +6,12 @@
 #include <fmt/format.h>
 
 #include "conv_band.h"
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 
 namespace neuronsim::kernels {
 
-using namespace device;
+using namespace device_model;
 
 bool unfold_backward_fits(const UnfoldShape& s, const CoreParams& core) {
   if (s.outer < 0 || s.length < 0 || s.inner < 0 || s.windows < 0 || s.size < 1 || s.step < 1)

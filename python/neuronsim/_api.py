@@ -67,6 +67,6 @@ def compile_stats() -> dict[str, Any]:
     """What torch.compile did on the device: graphs (forward, backward), recompilations and graph
     breaks with their reasons, compile time, fused regions, nodes left to eager kernels or the
     host and why, and one entry per compiled graph (``per_graph``)."""
-    from neuronsim.compiler.stats import compile_stats as stats
+    from neuronsim.torch_compile.stats import compile_stats as stats
 
     return stats()

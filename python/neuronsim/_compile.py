@@ -1,7 +1,7 @@
 """torch.compile on the neuron device: registration with dynamo.
 
 ``torch.compile(model, backend="neuron")`` uses the neuron graph compiler
-(``neuronsim.compiler``). Plain ``torch.compile(model)`` (Inductor, the default backend) routes
+(``neuronsim.torch_compile``). Plain ``torch.compile(model)`` (Inductor, the default backend) routes
 graphs on neuron tensors to the same compiler, as TorchNeuron does: Inductor has no code
 generator for the device. Other graphs still go to Inductor."""
 
@@ -16,7 +16,7 @@ import torch
 
 def neuron_backend(gm: torch.fx.GraphModule, example_inputs, **kwargs):
     """The dynamo backend ``neuron`` (imported lazily: it pulls in dynamo and AOT autograd)."""
-    from neuronsim.compiler import neuron_backend as backend
+    from neuronsim.torch_compile import neuron_backend as backend
 
     return backend(gm, example_inputs, **kwargs)
 
@@ -58,7 +58,7 @@ def _register_with_dynamo() -> None:
     register_interface_for_device("neuron", _neuron_interface())
     _route_default_compile()
     # Before dynamo's first trace: its fake tensors cache what a layer norm returns.
-    from neuronsim.compiler import layer_norm_stats
+    from neuronsim.torch_compile import layer_norm_stats
 
     layer_norm_stats.install()
 

@@ -6,8 +6,8 @@
 namespace neuronsim::runtime {
 namespace {
 
-using device::AccessPattern;
-using device::MemSpace;
+using device_model::AccessPattern;
+using device_model::MemSpace;
 
 // The region holding all of `ap`'s bytes, or -1.
 int region_of(const AccessPattern& ap, const std::vector<HbmSpan>& regions) {
@@ -22,7 +22,7 @@ int region_of(const AccessPattern& ap, const std::vector<HbmSpan>& regions) {
 
 // Calls fn on each access pattern of an instruction that the opcode may use.
 template <typename Fn>
-bool for_each_hbm_ap(device::Instruction& in, Fn fn) {
+bool for_each_hbm_ap(device_model::Instruction& in, Fn fn) {
   for (AccessPattern* ap :
        {&in.dst, &in.src0, &in.src1, &in.src2, &in.acc_dst, &in.operand0.ap, &in.operand1.ap}) {
     if (ap->space == MemSpace::kHbm && ap->elements() > 0 && !fn(*ap)) return false;
@@ -32,9 +32,9 @@ bool for_each_hbm_ap(device::Instruction& in, Fn fn) {
 
 }  // namespace
 
-bool addresses_within(const device::Program& program, const std::vector<HbmSpan>& regions) {
-  for (const device::Stream& s : program.streams) {
-    for (device::Instruction in : s.instructions) {
+bool addresses_within(const device_model::Program& program, const std::vector<HbmSpan>& regions) {
+  for (const device_model::Stream& s : program.streams) {
+    for (device_model::Instruction in : s.instructions) {
       if (!for_each_hbm_ap(in, [&](AccessPattern& ap) { return region_of(ap, regions) >= 0; }))
         return false;
     }
@@ -42,10 +42,10 @@ bool addresses_within(const device::Program& program, const std::vector<HbmSpan>
   return true;
 }
 
-bool relocate(device::Program& program, const std::vector<HbmSpan>& from,
+bool relocate(device_model::Program& program, const std::vector<HbmSpan>& from,
               const std::vector<HbmSpan>& to) {
-  for (device::Stream& s : program.streams) {
-    for (device::Instruction& in : s.instructions) {
+  for (device_model::Stream& s : program.streams) {
+    for (device_model::Instruction& in : s.instructions) {
       const bool ok = for_each_hbm_ap(in, [&](AccessPattern& ap) {
         const int r = region_of(ap, from);
         if (r < 0) return false;
@@ -55,7 +55,7 @@ bool relocate(device::Program& program, const std::vector<HbmSpan>& from,
       if (!ok) return false;
     }
   }
-  for (device::HbmRegion& h : program.hbm_regions) {
+  for (device_model::HbmRegion& h : program.hbm_regions) {
     for (size_t i = 0; i < from.size(); ++i) {
       if (h.offset >= from[i].base && h.offset + h.bytes <= from[i].base + from[i].bytes) {
         h.offset = h.offset - from[i].base + to[i].base;
@@ -79,7 +79,7 @@ void ProgramCache::set_enabled(bool on) {
   if (!on) clear();
 }
 
-const std::vector<device::Program>* ProgramCache::find(const std::string& key,
+const std::vector<device_model::Program>* ProgramCache::find(const std::string& key,
                                                        const std::vector<HbmSpan>& regions) {
   if (!enabled_) return nullptr;
   auto it = entries_.find(key);
@@ -95,7 +95,7 @@ const std::vector<device::Program>* ProgramCache::find(const std::string& key,
     }
   }
   if (e.regions != regions) {
-    for (device::Program& p : e.programs) {
+    for (device_model::Program& p : e.programs) {
       if (!relocate(p, e.regions, regions)) {  // checked on insert: cannot happen
         entries_.erase(it);
         ++misses_;
@@ -108,10 +108,10 @@ const std::vector<device::Program>* ProgramCache::find(const std::string& key,
   return &e.programs;
 }
 
-bool ProgramCache::insert(const std::string& key, std::vector<device::Program> programs,
+bool ProgramCache::insert(const std::string& key, std::vector<device_model::Program> programs,
                           std::vector<HbmSpan> regions) {
   if (!enabled_) return false;
-  for (const device::Program& p : programs) {
+  for (const device_model::Program& p : programs) {
     if (!addresses_within(p, regions)) return false;
   }
   if (entries_.size() >= capacity_) entries_.clear();

@@ -6,11 +6,11 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/errors.h"
+#include "neuronsim/device_model/errors.h"
 
 namespace neuronsim::runtime {
 
-using device::ConfigError;
+using device_model::ConfigError;
 
 namespace {
 // Never destroyed: tensors may be freed during interpreter shutdown, after static destructors.
@@ -105,7 +105,7 @@ bool Runtime::initialized() {
 
 void Runtime::configure(const RuntimeConfig& config) {
   if (initialized()) {
-    throw device::Error(
+    throw device_model::Error(
         "the neuronsim runtime is already initialised; configure it before the "
         "first use of a neuron device");
   }
@@ -117,9 +117,9 @@ const RuntimeConfig& Runtime::pending() {
 }
 
 uint32_t Runtime::visible_device_count(const RuntimeConfig& config) {
-  device::Config cfg = device::Config::load(config.preset);
+  device_model::Config cfg = device_model::Config::load(config.preset);
   cfg.apply_overrides(config.overrides);
-  const device::ChipParams chip = device::parse_chip_params(cfg);
+  const device_model::ChipParams chip = device_model::parse_chip_params(cfg);
   const uint32_t logical_total = chip.chips * chip.cores_per_chip / chip.logical_core_size;
   if (config.visible_cores.empty()) return logical_total;
   for (uint32_t v : config.visible_cores) {
@@ -133,9 +133,9 @@ uint32_t Runtime::visible_device_count(const RuntimeConfig& config) {
 }
 
 Runtime::Runtime(const RuntimeConfig& config) : config_(config) {
-  device::Config cfg = device::Config::load(config.preset);
+  device_model::Config cfg = device_model::Config::load(config.preset);
   cfg.apply_overrides(config.overrides);
-  const device::ChipParams chip = device::parse_chip_params(cfg);
+  const device_model::ChipParams chip = device_model::parse_chip_params(cfg);
   const uint32_t lnc = chip.logical_core_size;
   const uint32_t logical_total = chip.chips * chip.cores_per_chip / lnc;
   std::vector<uint32_t> visible = config.visible_cores;
@@ -154,10 +154,10 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config) {
     physical_.push_back(v * lnc);
     max_phys = std::max(max_phys, v * lnc + lnc - 1);
   }
-  device::DeviceOptions opts;
+  device_model::DeviceOptions opts;
   opts.cores = max_phys + 1;
-  opts.mode = device::ExecMode::kTiming;
-  device_ = std::make_unique<device::Device>(cfg, opts);
+  opts.mode = device_model::ExecMode::kTiming;
+  device_ = std::make_unique<device_model::Device>(cfg, opts);
   // Each logical core gets an equal share of its HBM stack.
   const uint32_t per_stack = std::max<uint32_t>(1, chip.cores_per_stack() / lnc);
   const uint64_t share = chip.hbm.capacity_bytes / per_stack;
@@ -173,7 +173,7 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config) {
 
 void Runtime::check_dev(uint32_t dev) const {
   if (dev >= physical_.size()) {
-    throw device::Error(
+    throw device_model::Error(
         fmt::format("invalid neuron device {}: {} devices are visible", dev, physical_.size()));
   }
 }
@@ -236,7 +236,7 @@ Runtime::StreamState& Runtime::stream_state(uint32_t dev, int64_t stream) {
   check_dev(dev);
   auto& v = streams_[dev];
   if (stream < 0 || static_cast<size_t>(stream) >= v.size()) {
-    throw device::Error(fmt::format("unknown stream {} on neuron device {}", stream, dev));
+    throw device_model::Error(fmt::format("unknown stream {} on neuron device {}", stream, dev));
   }
   return v[static_cast<size_t>(stream)];
 }
@@ -252,19 +252,19 @@ sim::SimTime Runtime::start_time(uint32_t dev, int64_t stream) {
   return sim::max(sim::max(host_time_, device_->now()), s.wait);
 }
 
-device::RunResult Runtime::launch(uint32_t dev, int64_t stream, const device::Program& program,
+device_model::RunResult Runtime::launch(uint32_t dev, int64_t stream, const device_model::Program& program,
                                   bool functional, bool validated) {
   const sim::SimTime start = start_time(dev, stream);
   if (start > device_->now()) device_->advance(start - device_->now());
-  device_->set_mode(functional ? device::ExecMode::kFull : device::ExecMode::kTiming);
-  device::RunResult r = device_->run(physical_[dev], program, validated);
+  device_->set_mode(functional ? device_model::ExecMode::kFull : device_model::ExecMode::kTiming);
+  device_model::RunResult r = device_->run(physical_[dev], program, validated);
   ++launches_;
   stream_state(dev, stream).ready = r.end;
   if (config_.launch_blocking) host_time_ = sim::max(host_time_, r.end);
   return r;
 }
 
-device::Device::HostCopy Runtime::copy_host(uint32_t dev, int64_t stream, uint64_t bytes,
+device_model::Device::HostCopy Runtime::copy_host(uint32_t dev, int64_t stream, uint64_t bytes,
                                             bool to_device, uint64_t hbm_address,
                                             bool non_blocking) {
   const sim::SimTime start = start_time(dev, stream);
@@ -280,8 +280,8 @@ void Runtime::synchronize() {
   host_time_ = sim::max(host_time_, sim::max(device_->now(), collectives_.latest_end()));
 }
 
-const collectives::InterconnectParams& Runtime::interconnect() {
-  if (!interconnect_) interconnect_ = collectives::parse_interconnect_params(device_->config());
+const device_model::interconnect::InterconnectParams& Runtime::interconnect() {
+  if (!interconnect_) interconnect_ = device_model::interconnect::parse_interconnect_params(device_->config());
   return *interconnect_;
 }
 

@@ -2,6 +2,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <stdexcept>
 
 namespace neuronsim::sim {
 namespace {
@@ -11,8 +13,19 @@ bool read_enabled() {
   return v && std::strcmp(v, "1") == 0;
 }
 
+// The registered stages' names, by id (function-local: stages register during static
+// initialisation of every layer).
+std::vector<std::string>& stage_names() {
+  static std::vector<std::string> names;
+  return names;
+}
+std::mutex& names_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 struct State {
-  HostStageTotals totals;
+  std::array<uint64_t, HostStage::kMax> ns{}, entries{};
   int8_t current = -1;  // the innermost open stage
   std::chrono::steady_clock::time_point mark;
 };
@@ -21,7 +34,7 @@ thread_local State t_state;
 // Charges the time since the last mark to the open stage.
 void charge(State& s, std::chrono::steady_clock::time_point now) {
   if (s.current >= 0) {
-    s.totals.ns[static_cast<size_t>(s.current)] += static_cast<uint64_t>(
+    s.ns[static_cast<size_t>(s.current)] += static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(now - s.mark).count());
   }
   s.mark = now;
@@ -31,48 +44,41 @@ void charge(State& s, std::chrono::steady_clock::time_point now) {
 
 const bool HostProfile::enabled_ = read_enabled();
 
-std::string_view host_stage_name(HostStage s) {
-  switch (s) {
-    case HostStage::kDispatch:
-      return "dispatch";
-    case HostStage::kHostValues:
-      return "host_values";
-    case HostStage::kBuild:
-      return "build";
-    case HostStage::kValidate:
-      return "validate";
-    case HostStage::kLaunch:
-      return "launch";
-    case HostStage::kTrace:
-      return "trace";
-    case HostStage::kOpTracking:
-      return "op_tracking";
-    case HostStage::kFallback:
-      return "fallback";
-    case HostStage::kAlloc:
-      return "alloc";
-    case HostStage::kObserver:
-      return "observer";
-    case HostStage::kCount:
-      break;
+HostStage::HostStage(std::string_view name) {
+  std::lock_guard<std::mutex> lock(names_mutex());
+  std::vector<std::string>& names = stage_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) {
+      id_ = static_cast<uint8_t>(i);
+      return;
+    }
   }
-  return "?";
+  if (names.size() >= kMax) throw std::length_error("too many host profile stages");
+  id_ = static_cast<uint8_t>(names.size());
+  names.emplace_back(name);
 }
 
-HostStageTotals HostProfile::totals() {
-  return t_state.totals;
+std::vector<HostStageTotal> HostProfile::totals() {
+  std::lock_guard<std::mutex> lock(names_mutex());
+  std::vector<HostStageTotal> out;
+  const std::vector<std::string>& names = stage_names();
+  for (size_t i = 0; i < names.size(); ++i) {
+    out.push_back({names[i], t_state.ns[i], t_state.entries[i]});
+  }
+  return out;
 }
 
 void HostProfile::reset() {
-  t_state.totals = {};
+  t_state.ns = {};
+  t_state.entries = {};
 }
 
-void HostStageScope::enter(HostStage s) {
+void HostStageScope::enter(uint8_t s) {
   State& st = t_state;
   charge(st, std::chrono::steady_clock::now());
   parent_ = st.current;
   st.current = static_cast<int8_t>(s);
-  ++st.totals.entries[static_cast<size_t>(s)];
+  ++st.entries[s];
   active_ = true;
 }
 

@@ -19,7 +19,7 @@
 namespace neuronsim {
 namespace {
 
-using device::DType;
+using device_model::DType;
 using kernels::TensorDesc;
 
 std::vector<int64_t> row_major(const std::vector<int64_t>& sizes) {
@@ -60,7 +60,7 @@ class Placer {
   explicit Placer(uint8_t* hbm) : hbm_(hbm) {}
   void place(TensorDesc& t) {
     t.address = next_;
-    next_ += (span(t) * device::dtype_size(t.dtype) + 4095) / 4096 * 4096;
+    next_ += (span(t) * device_model::dtype_size(t.dtype) + 4095) / 4096 * 4096;
   }
   void fill(const TensorDesc& t, uint64_t seed) {
     reference::fill_normal(hbm_ + t.address, t.dtype, span(t), seed);
@@ -74,7 +74,7 @@ class Placer {
   uint64_t next_ = 0;
 };
 
-void run_case(device::Device& dev, const Case& c) {
+void run_case(device_model::Device& dev, const Case& c) {
   SCOPED_TRACE(::testing::Message()
                << "sq " << c.sq << " sk " << c.sk << " d " << c.d << " causal " << c.causal);
   Placer pl(dev.hbm_data());
@@ -128,7 +128,7 @@ void run_case(device::Device& dev, const Case& c) {
   kernels::AttentionSpec spec;
   spec.scale = 1.0f / std::sqrt(static_cast<float>(c.d));
   spec.causal = c.causal;
-  const device::Program prog =
+  const device_model::Program prog =
       kernels::build_flash_attention("attn", q, k, v, o, mask, spec, dev.params().core);
   dev.run(0, prog);
 
@@ -280,7 +280,7 @@ TEST(FlashAttention, BadInputsNameTheProblem) {
 // S = 1024, D = 64, 8 heads, bf16: the fused program moves Q, K, V and O through HBM once and
 // takes less simulated time than bmm, softmax and bmm with S and P in HBM.
 TEST(FlashAttention, CostRuleBeatsUnfusedAndMovesOnlyQKVO) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const auto& core = dev->params().core;
   const int64_t g = 8, s = 1024, d = 64;
   auto t = [](std::vector<int64_t> sizes, uint64_t addr) {

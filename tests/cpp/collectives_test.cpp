@@ -9,16 +9,16 @@
 #include <fstream>
 #include <numeric>
 
-#include "neuronsim/collectives/collective_model.h"
-#include "neuronsim/device/config.h"
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/params.h"
+#include "neuronsim/device_model/interconnect/collective_model.h"
+#include "neuronsim/device_model/config.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/params.h"
 
-namespace neuronsim::collectives {
+namespace neuronsim::device_model::interconnect {
 namespace {
 
 InterconnectParams params(const std::string& preset, const std::vector<std::string>& sets = {}) {
-  device::Config c = device::Config::load(preset);
+  device_model::Config c = device_model::Config::load(preset);
   c.apply_overrides(sets);
   return parse_interconnect_params(c);
 }
@@ -38,8 +38,8 @@ double cost_us(const std::string& preset, uint32_t n, Kind kind, uint64_t bytes,
 }
 
 TEST(InstancePresets, InheritTheirChipPreset) {
-  const device::Config big = device::Config::load("trn1.32xlarge");
-  const device::Config chip = device::Config::load("trn1");
+  const device_model::Config big = device_model::Config::load("trn1.32xlarge");
+  const device_model::Config chip = device_model::Config::load("trn1");
   EXPECT_EQ(big.name(), "trn1.32xlarge");
   EXPECT_EQ(big.string("instance.name"), "trn1.32xlarge");
   EXPECT_EQ(big.integer("instance.chips"), 16);
@@ -48,7 +48,7 @@ TEST(InstancePresets, InheritTheirChipPreset) {
     EXPECT_TRUE(big.has(key)) << key;
     EXPECT_EQ(big.flat_values()[key], chip.flat_values()[key]) << key;
   }
-  EXPECT_EQ(device::parse_chip_params(big).chips * 2, 32u);
+  EXPECT_EQ(device_model::parse_chip_params(big).chips * 2, 32u);
   const InterconnectParams t2 = params("trn2.48xlarge");
   EXPECT_EQ(t2.cores_per_instance(), 64u);  // LNC=2: 4 logical cores per chip
   EXPECT_EQ(t2.torus_rows * t2.torus_cols, 16u);
@@ -60,7 +60,7 @@ TEST(InstancePresets, BaseFromAFileNextToThePreset) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   const std::string base = std::string(dir) + "/mychip.json";
   {
-    nlohmann::json tree = device::Config::load("trn1").tree();
+    nlohmann::json tree = device_model::Config::load("trn1").tree();
     tree["preset"]["name"] = "mychip";
     tree["tensor"]["frequency_ghz"]["value"] = 3.0;
     std::ofstream(base) << tree.dump();
@@ -69,15 +69,15 @@ TEST(InstancePresets, BaseFromAFileNextToThePreset) {
   std::ofstream(derived) << R"({"preset": {"name": "myinstance", "base": "mychip.json"},
     "instance": {"chips": {"value": 4, "source": "test"}, "torus_rows": {"value": 2, "source": "t"},
                  "torus_cols": {"value": 2, "source": "t"}}})";
-  const device::Config c = device::Config::load(derived);
+  const device_model::Config c = device_model::Config::load(derived);
   EXPECT_EQ(c.name(), "myinstance");
   EXPECT_DOUBLE_EQ(c.number("tensor.frequency_ghz"), 3.0);
   EXPECT_EQ(parse_interconnect_params(c).cores_per_instance(), 8u);
   std::ofstream(derived) << R"({"preset": {"name": "x", "base": "nothere.json"}})";
   try {
-    device::Config::load(derived);
+    device_model::Config::load(derived);
     ADD_FAILURE() << "no error";
-  } catch (const device::ConfigError& e) {
+  } catch (const device_model::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("base preset 'nothere.json'"), std::string::npos)
         << e.what();
   }
@@ -121,11 +121,11 @@ TEST(Topology, SpansInstancesOverTheNetwork) {
 }
 
 TEST(Topology, RejectsImpossiblePlacements) {
-  EXPECT_THROW(Topology(params("trn1"), {{0, 0}, {0, 2}}), device::ConfigError);
+  EXPECT_THROW(Topology(params("trn1"), {{0, 0}, {0, 2}}), device_model::ConfigError);
   try {
     Topology(params("trn1.32xlarge"), {{0, 3}, {0, 3}});
     ADD_FAILURE() << "no error";
-  } catch (const device::ConfigError& e) {
+  } catch (const device_model::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("ranks 0 and 1 are both on NeuronCore 3"),
               std::string::npos);
   }
@@ -218,19 +218,19 @@ TEST(CollectiveModel, UnevenAllToAllIsBoundByTheBusiestRank) {
 }
 
 TEST(CollectiveModel, BadSettingsNameTheKey) {
-  device::Config c = device::Config::load("trn1.32xlarge");
-  EXPECT_THROW(c.set("collectives.algorithm", "tree"), device::ConfigError);
+  device_model::Config c = device_model::Config::load("trn1.32xlarge");
+  EXPECT_THROW(c.set("collectives.algorithm", "tree"), device_model::ConfigError);
   c.set("instance.torus_rows", "3");
   try {
     parse_interconnect_params(c);
     ADD_FAILURE() << "no error";
-  } catch (const device::ConfigError& e) {
+  } catch (const device_model::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("instance.torus_rows"), std::string::npos);
   }
-  device::Config d = device::Config::load("trn1");
+  device_model::Config d = device_model::Config::load("trn1");
   d.set("collectives.reduce_throughput_factor", "1.5");
-  EXPECT_THROW(parse_interconnect_params(d), device::ConfigError);
+  EXPECT_THROW(parse_interconnect_params(d), device_model::ConfigError);
 }
 
 }  // namespace
-}  // namespace neuronsim::collectives
+}  // namespace neuronsim::device_model::interconnect

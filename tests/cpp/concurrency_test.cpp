@@ -8,23 +8,23 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "test_util.h"
 
 namespace neuronsim {
 namespace {
 
-using device::ActFunc;
-using device::AluOp;
-using device::DType;
+using device_model::ActFunc;
+using device_model::AluOp;
+using device_model::DType;
 using traces::SliceRecord;
-namespace isa = device::isa;
+namespace isa = device_model::isa;
 
 struct Traced {
   traces::Trace trace;
-  device::RunResult result;
+  device_model::RunResult result;
 
   std::vector<SliceRecord> row(const std::string& name, const std::string& process = "nc0") const {
     std::vector<SliceRecord> out;
@@ -41,7 +41,7 @@ struct Traced {
   }
 };
 
-Traced run_traced(device::Device& dev, const std::vector<device::Program>& per_core,
+Traced run_traced(device_model::Device& dev, const std::vector<device_model::Program>& per_core,
                   const std::vector<uint32_t>& cores = {0}) {
   traces::MemoryTraceSink sink;
   dev.set_trace_sink(&sink);
@@ -53,8 +53,8 @@ Traced run_traced(device::Device& dev, const std::vector<device::Program>& per_c
   return t;
 }
 
-Traced run_traced(device::Device& dev, const device::Program& p) {
-  return run_traced(dev, std::vector<device::Program>{p});
+Traced run_traced(device_model::Device& dev, const device_model::Program& p) {
+  return run_traced(dev, std::vector<device_model::Program>{p});
 }
 
 bool overlaps(const SliceRecord& a, const SliceRecord& b) {
@@ -64,7 +64,7 @@ bool overlaps(const SliceRecord& a, const SliceRecord& b) {
 // Loads n tiles from HBM and runs a VectorE pass over each. Pipelined: two SBUF buffers, the load
 // of tile i only waits for VectorE to be done with the buffer's previous tile. Serialized: each
 // load waits for VectorE to finish the tile before it, so nothing overlaps.
-device::Program load_and_compute(const device::CoreParams& core, int n, bool pipelined) {
+device_model::Program load_and_compute(const device_model::CoreParams& core, int n, bool pipelined) {
   kernels::ProgramBuilder b(pipelined ? "pipelined" : "serialized", core);
   const uint32_t cols = 4096;  // bf16: 8 KiB per partition
   const auto q = kernels::dma_queue(0);
@@ -87,7 +87,7 @@ device::Program load_and_compute(const device::CoreParams& core, int n, bool pip
 }
 
 TEST(Concurrency, DmaOverlappingComputeShortensTotalTime) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const int n = 8;
   const Traced serial = run_traced(*dev, load_and_compute(dev->params().core, n, false));
   const Traced piped = run_traced(*dev, load_and_compute(dev->params().core, n, true));
@@ -113,7 +113,7 @@ TEST(Concurrency, DmaOverlappingComputeShortensTotalTime) {
 // producer's semaphore starts exactly when the producer's result is visible: its end plus the
 // producer's pipeline latency (a DMA transfer's data is visible when it ends).
 TEST(Concurrency, SemaphoreDependencySerialisesConsumerAfterProducerResult) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const auto& core = dev->params().core;
   const auto x = isa::sbuf_tile(DType::kFp32, 128, 0, 1024);
   const auto y = isa::sbuf_tile(DType::kFp32, 128, 8192, 1024);
@@ -159,7 +159,7 @@ double data_phase_bytes_per_s(const SliceRecord& s, double packet_overhead_ns) {
 }
 
 TEST(Concurrency, TwoDmaQueuesSharingOneHbmStackEachGetHalfItsBandwidth) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const auto& p = dev->params();
   const double stack = p.hbm.bandwidth_bytes_per_s;
   ASSERT_LT(stack, p.core.dma.engines * p.core.dma.engine_bandwidth_bytes_per_s);
@@ -191,7 +191,7 @@ TEST(Concurrency, TwoDmaQueuesSharingOneHbmStackEachGetHalfItsBandwidth) {
 // ScalarE work at the same time and the run takes as long as the busiest, not the sum. (On NC-v2
 // SBUF serves TensorE, VectorE and ScalarE at full bandwidth together, ARCH-v2 1.7.)
 TEST(Concurrency, IndependentEnginesRunConcurrently) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   kernels::ProgramBuilder b("independent", dev->params().core);
   for (int i = 0; i < 16; ++i) {
     b.emit(kernels::kTensor, isa::matmul(isa::psum_tile(DType::kFp32, 128, 0, 512),
@@ -225,9 +225,9 @@ TEST(Concurrency, IndependentEnginesRunConcurrently) {
 // A launch resets only the semaphores the previous program changed: a value a program left
 // behind must not satisfy the next program's wait, and an untouched semaphore stays at zero.
 TEST(Concurrency, SemaphoresAProgramRaisedStartAtZeroInTheNext) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const auto tile = isa::sbuf_tile(DType::kFp32, 128, 0, 1024);
-  device::Program raise;
+  device_model::Program raise;
   raise.name = "raise";
   auto& vec = raise.stream(kernels::kVector).instructions;
   vec.push_back(isa::memset(tile, 1.0f));
@@ -235,23 +235,23 @@ TEST(Concurrency, SemaphoresAProgramRaisedStartAtZeroInTheNext) {
   vec.push_back(isa::sem_signal(7, 1));
   dev->run(0, raise);
   for (const uint16_t sem : {40, 7, 41}) {
-    device::Program wait;
+    device_model::Program wait;
     wait.name = "wait";
     wait.stream(kernels::kVector).instructions.push_back(isa::sem_wait(sem, 1));
-    EXPECT_THROW(dev->run(0, wait), device::DeadlockError) << "semaphore " << sem;
+    EXPECT_THROW(dev->run(0, wait), device_model::DeadlockError) << "semaphore " << sem;
   }
   dev->run(0, raise);  // raised again after a deadlock's reset, and waited for in the same run
-  device::Program both = raise;
+  device_model::Program both = raise;
   both.stream(kernels::kScalar).instructions.push_back(isa::sem_wait(40, 3));
   EXPECT_NO_THROW(dev->run(0, both));
 }
 
 TEST(Concurrency, UnsignalledSemaphoreThrowsDeadlockErrorAndDeviceRecovers) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const auto& core = dev->params().core;
   const auto tile = isa::sbuf_tile(DType::kFp32, 128, 0, 1024);
   const auto out = isa::sbuf_tile(DType::kFp32, 128, 8192, 1024);
-  device::Program stuck;
+  device_model::Program stuck;
   stuck.name = "stuck";
   auto& vec = stuck.stream(kernels::kVector).instructions;
   vec.push_back(isa::memset(tile, 1.0f));
@@ -262,7 +262,7 @@ TEST(Concurrency, UnsignalledSemaphoreThrowsDeadlockErrorAndDeviceRecovers) {
   try {
     dev->run(0, stuck);
     FAIL() << "expected DeadlockError";
-  } catch (const device::DeadlockError& e) {
+  } catch (const device_model::DeadlockError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("nc0"), std::string::npos) << msg;
     EXPECT_NE(msg.find("VectorE at instruction 1 waits for semaphore 40 >= 1"), std::string::npos)
@@ -290,7 +290,7 @@ TEST(Concurrency, UnsignalledSemaphoreThrowsDeadlockErrorAndDeviceRecovers) {
 // trn2 (HARDWARE.md 1.9, LNC page): "Each bank is shared by two physical NeuronCore-v3". One core's
 // 16 DMA engines (435 GB/s) stay below its stack (725 GB/s), but two cores on one stack share it
 // and slow each other down; two cores on different stacks do not.
-device::Program big_copy(const device::CoreParams& core, uint64_t hbm_base) {
+device_model::Program big_copy(const device_model::CoreParams& core, uint64_t hbm_base) {
   kernels::ProgramBuilder b("copy", core);
   const uint32_t cols = 8192;
   for (int i = 0; i < 16; ++i) {
@@ -303,7 +303,7 @@ device::Program big_copy(const device::CoreParams& core, uint64_t hbm_base) {
 }
 
 TEST(Concurrency, TwoTrn2CoresSharingAnHbmStackContend) {
-  auto dev = testing::make_device("trn2", {}, device::ExecMode::kTiming, 4);
+  auto dev = testing::make_device("trn2", {}, device_model::ExecMode::kTiming, 4);
   const auto& p = dev->params();
   ASSERT_EQ(dev->hbm_base_of_core(0), dev->hbm_base_of_core(1));
   ASSERT_NE(dev->hbm_base_of_core(0), dev->hbm_base_of_core(2));
@@ -311,7 +311,7 @@ TEST(Concurrency, TwoTrn2CoresSharingAnHbmStackContend) {
   auto copy_for = [&](uint32_t c) {
     return big_copy(p.core, dev->hbm_base_of_core(c) + (c % 2) * (1ull << 30));
   };
-  auto ns_of = [](const device::RunResult& r, uint32_t c) {
+  auto ns_of = [](const device_model::RunResult& r, uint32_t c) {
     for (const auto& cr : r.cores) {
       if (cr.core == c) return (cr.end - cr.start).ns();
     }

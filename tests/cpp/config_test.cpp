@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <fstream>
 
-#include "neuronsim/device/config.h"
-#include "neuronsim/device/device.h"
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/params.h"
+#include "neuronsim/device_model/config.h"
+#include "neuronsim/device_model/device.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/params.h"
 
-namespace neuronsim::device {
+namespace neuronsim::device_model {
 namespace {
 
 using nlohmann::json;
@@ -346,4 +346,4 @@ TEST(Config, DeviceWithMoreCoresThanTheInstance) {
 }
 
 }  // namespace
-}  // namespace neuronsim::device
+}  // namespace neuronsim::device_model

@@ -13,7 +13,7 @@
 namespace neuronsim {
 namespace {
 
-using device::DType;
+using device_model::DType;
 using kernels::TensorDesc;
 
 TensorDesc dense(DType t, const std::vector<int64_t>& sizes, uint64_t address = 0) {
@@ -33,20 +33,20 @@ kernels::ConvSpec stem_spec() {
 }
 
 TEST(ConvKernel, ResNetStemFitsAtImageNetSizesAndBeyond) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const auto& core = dev->params().core;
   for (DType dt : {DType::kFp32, DType::kBf16}) {
     for (const std::vector<int64_t>& x : std::vector<std::vector<int64_t>>{
              {4, 3, 224, 224}, {8, 3, 256, 256}, {2, 3, 512, 512}, {1, 3, 9, 4000}}) {
       const std::vector<int64_t> y{x[0], 64, (x[2] - 1) / 2 + 1, (x[3] - 1) / 2 + 1};
       EXPECT_TRUE(kernels::convolution_fits(x, {64, 3, 7, 7}, y, stem_spec(), dt, core))
-          << x[2] << "x" << x[3] << " " << device::dtype_name(dt);
+          << x[2] << "x" << x[3] << " " << device_model::dtype_name(dt);
     }
   }
 }
 
 TEST(ConvKernel, StemBackwardAt224RunsInTimingMode) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const auto& core = dev->params().core;
   kernels::ConvBackwardIo io;
   const uint64_t mb = 1 << 20;
@@ -64,7 +64,7 @@ TEST(ConvKernel, StemBackwardAt224RunsInTimingMode) {
 }
 
 TEST(ConvKernel, AWindowThatCannotFitSbufIsAClearError) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const auto& core = dev->params().core;
   kernels::ConvSpec s;
   const TensorDesc x = dense(DType::kFp32, {1, 1, 3, 300000});

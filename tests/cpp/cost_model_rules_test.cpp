@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/instructions.h"
-#include "neuronsim/kernels/gemm.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/instructions.h"
+#include "neuronsim/kernels/dense_gemm.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/spmd.h"
 #include "test_util.h"
@@ -21,28 +21,28 @@
 namespace neuronsim {
 namespace {
 
-using device::AccessPattern;
-using device::ActFunc;
-using device::AluOp;
-using device::DType;
-using device::Instruction;
-using device::ReduceOp;
+using device_model::AccessPattern;
+using device_model::ActFunc;
+using device_model::AluOp;
+using device_model::DType;
+using device_model::Instruction;
+using device_model::ReduceOp;
 using traces::SliceRecord;
-namespace isa = device::isa;
+namespace isa = device_model::isa;
 
 constexpr double kTol = 0.05;  // every rule must hold within 5%
 
 #define EXPECT_WITHIN_5PCT(measured, rule) \
   EXPECT_NEAR((measured), (rule), kTol*(rule)) << #measured " vs rule " #rule
 
-std::unique_ptr<device::Device> timing_device(const std::string& preset = "trn1",
+std::unique_ptr<device_model::Device> timing_device(const std::string& preset = "trn1",
                                               const std::vector<std::string>& overrides = {}) {
-  return testing::make_device(preset, overrides, device::ExecMode::kTiming);
+  return testing::make_device(preset, overrides, device_model::ExecMode::kTiming);
 }
 
 struct Traced {
   traces::Trace trace;
-  device::RunResult result;
+  device_model::RunResult result;
 
   // Slices of one nc0 timeline row ("TensorE", "DMA q0", ...), in the order they were recorded.
   std::vector<SliceRecord> row(const std::string& name) const {
@@ -55,7 +55,7 @@ struct Traced {
   }
 };
 
-Traced run_traced(device::Device& dev, const device::Program& p) {
+Traced run_traced(device_model::Device& dev, const device_model::Program& p) {
   traces::MemoryTraceSink sink;
   dev.set_trace_sink(&sink);
   Traced t;
@@ -66,7 +66,7 @@ Traced run_traced(device::Device& dev, const device::Program& p) {
 }
 
 // `n` instructions on one stream, cycling through `body`.
-device::Program repeat(const device::Device& dev, device::StreamId s,
+device_model::Program repeat(const device_model::Device& dev, device_model::StreamId s,
                        const std::vector<Instruction>& body, int n) {
   kernels::ProgramBuilder b("repeat", dev.params().core);
   for (int i = 0; i < n; ++i) b.emit(s, body[i % body.size()]);
@@ -82,7 +82,7 @@ double ii_cycles(const std::vector<SliceRecord>& s, double hz) {
 }
 
 // The II of `body` repeated on `stream`, measured on the trace row `row`.
-double measure_ii(device::Device& dev, device::StreamId stream, const std::string& row,
+double measure_ii(device_model::Device& dev, device_model::StreamId stream, const std::string& row,
                   const std::vector<Instruction>& body, double hz, int n = 24) {
   const Traced t = run_traced(dev, repeat(dev, stream, body, n));
   const auto s = t.row(row);
@@ -92,7 +92,7 @@ double measure_ii(device::Device& dev, device::StreamId stream, const std::strin
 
 // Per-instruction time from run durations alone: (T(2n) - T(n)) / n cancels every fixed cost
 // (first LoadStationary, pipeline latency of the last instruction).
-double cycles_from_durations(device::Device& dev, device::StreamId stream,
+double cycles_from_durations(device_model::Device& dev, device_model::StreamId stream,
                              const std::vector<Instruction>& body, double hz, int n = 16) {
   const double t1 = static_cast<double>(dev.run(0, repeat(dev, stream, body, n)).duration().ps);
   const double t2 = static_cast<double>(dev.run(0, repeat(dev, stream, body, 2 * n)).duration().ps);
@@ -187,7 +187,7 @@ TEST(CostModelRules, Fp8DoubleRowGemmTakesHalfTheBf16TensorTimeOnTrn2) {
     g.m = 1024, g.k = 2048, g.n = 1024;
     g.in_dtype = in;
     g.out_dtype = DType::kBf16;
-    const device::Program p = kernels::build_gemm(g, {0, 8 << 20, 0, 16 << 20}, dev->params().core);
+    const device_model::Program p = kernels::build_gemm(g, {0, 8 << 20, 0, 16 << 20}, dev->params().core);
     double busy = 0;
     for (const SliceRecord& r : run_traced(*dev, p).row("TensorE")) {
       busy += static_cast<double>((r.end - r.begin).ps) * 1e-12;
@@ -201,11 +201,11 @@ TEST(CostModelRules, Fp8DoubleRowGemmTakesHalfTheBf16TensorTimeOnTrn2) {
 // Double row is validated: NeuronCore-v2 has no such mode (trn1 tensor.fp8_double_row_cost_factor
 // 0; ARCH-v3 introduces it), and it takes FP8 x FP8 only. Both are a ValidationError naming the
 // rule, not a silent regular matmul.
-void expect_double_row_rejected(device::Device& dev, DType st, DType mv, const std::string& says) {
+void expect_double_row_rejected(device_model::Device& dev, DType st, DType mv, const std::string& says) {
   try {
     dev.run(0, repeat(dev, kernels::kTensor, {double_row_mm(st, mv)}, 1));
     ADD_FAILURE() << "double-row matmul was accepted";
-  } catch (const device::ValidationError& e) {
+  } catch (const device_model::ValidationError& e) {
     EXPECT_EQ(e.rule(), "matmul-perf-mode");
     EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
   }
@@ -299,7 +299,7 @@ TEST(CostModelRules, TensorTransposeCostsMaxOfPAndMin64F) {
 
 // SCHEMA mfu_estimated_percent: peak = 2 x PEs x clock = 2 * 128 * 128 * 2.8 GHz = 91.75
 // TFLOPS on trn1 (ARCH-v2: 92). Full-size bf16 matmuls with changing stationaries reach it.
-double measured_tensor_flops(device::Device& dev) {
+double measured_tensor_flops(device_model::Device& dev) {
   const std::vector<Instruction> body = {matmul(DType::kBf16, 128, 512, 0),
                                          matmul(DType::kBf16, 128, 512, 4096)};
   const Traced t = run_traced(dev, repeat(dev, kernels::kTensor, body, 64));
@@ -498,7 +498,7 @@ TEST(CostModelRules, ScalarActivationCostsMaxMinIiNPlus64WithAccumulate) {
 // PERF Opt #5a: back-to-back 1-element ScalarE instructions that each read the previous one's
 // output issue every ~189 ns = 264 ScalarE cycles on NC-v2 (222 ns = 266 cycles on NC-v3 in the
 // current guide).
-double dependent_chain_ii_ns(device::Device& dev) {
+double dependent_chain_ii_ns(device_model::Device& dev) {
   const auto x = isa::sbuf_tile(DType::kFp32, 128, 0, 1);
   const auto y = isa::sbuf_tile(DType::kFp32, 128, 64, 1);
   const std::vector<Instruction> ping_pong = {
@@ -566,7 +566,7 @@ TEST(CostModelRules, ScaleSimModeStreamsAFoldOnceAndMatchesScaleSimCount) {
 // ---- DMA ----
 
 // One DMA transfer's data phase: the slice on its queue's row (launch latency excluded).
-double dma_slice_ns(device::Device& dev, const Instruction& copy) {
+double dma_slice_ns(device_model::Device& dev, const Instruction& copy) {
   const Traced t = run_traced(dev, repeat(dev, kernels::dma_queue(0), {copy}, 1));
   const auto s = t.row("DMA q0");
   EXPECT_EQ(s.size(), 1u);
@@ -625,7 +625,7 @@ TEST(CostModelRules, DmaSmallTransferAfterSemaphoreCosts1300ns) {
 // of peak); at >= 4 KiB per partition it "saturates the DMA engines" at their per-engine peak,
 // 23 B/ns on trn2. Measured on 128-partition transfers (16 engines) of one queue, back to back
 // (the best case: the launch latency is paid once) and one at a time after a semaphore.
-double per_engine_bytes_per_ns(device::Device& dev, uint32_t bytes_per_partition,
+double per_engine_bytes_per_ns(device_model::Device& dev, uint32_t bytes_per_partition,
                                bool after_semaphore) {
   const uint32_t cols = bytes_per_partition / 2;
   const Instruction copy = isa::dma_copy(isa::sbuf_tile(DType::kBf16, 128, 0, cols),
@@ -716,7 +716,7 @@ TEST(CostModelRules, DmaStridedDescriptorsMoveTransposedInt32OnTrn1) {
 // one-core time: 4096^3 bf16 (1.75 ms of TensorE per core alone) is ~0.5x, within 10%, with the
 // stack's bandwidth (725 GB/s, shared by both cores' DMA) to spare.
 TEST(CostModelRules, Trn2LogicalCoreRunsAGemmOnBothCoresInHalfTheTime) {
-  auto dev = testing::make_device("trn2", {}, device::ExecMode::kTiming, 2);
+  auto dev = testing::make_device("trn2", {}, device_model::ExecMode::kTiming, 2);
   const auto& p = dev->params();
   ASSERT_EQ(p.logical_core_size, 2u);
   const int64_t n = 4096;

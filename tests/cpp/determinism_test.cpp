@@ -11,16 +11,16 @@
 #include <sstream>
 #include <string>
 
-#include "neuronsim/device/instructions.h"
-#include "neuronsim/kernels/gemm.h"
-#include "neuronsim/kernels/layernorm.h"
+#include "neuronsim/device_model/instructions.h"
+#include "neuronsim/kernels/dense_gemm.h"
+#include "neuronsim/kernels/dense_layer_norm.h"
 #include "neuronsim/reference/host_checks.h"
 #include "test_util.h"
 
 namespace neuronsim {
 namespace {
 
-using device::DType;
+using device_model::DType;
 
 using Results = std::array<uint64_t, 4>;
 
@@ -66,7 +66,7 @@ kernels::GemmSpec gemm_spec() {
   kernels::GemmSpec s;
   s.m = 200, s.k = 300, s.n = 700;  // partial tiles on every axis
   s.bias = true;
-  s.epilogue = device::ActFunc::kGelu;
+  s.epilogue = device_model::ActFunc::kGelu;
   return s;
 }
 
@@ -74,7 +74,7 @@ constexpr kernels::GemmAddresses kGemm{0, 1 << 20, 2 << 20, 3 << 20};
 
 // A GEMM (TensorE, VectorE, ScalarE, DMA) then a layer norm, with data, on one trn1 core.
 Results run_trn1(const std::string& trace_path) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kFull);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kFull);
   traces::ChromeJsonSink sink(trace_path);
   dev->set_trace_sink(&sink);
   const auto spec = gemm_spec();
@@ -92,7 +92,7 @@ Results run_trn1(const std::string& trace_path) {
 
 // Two trn2 cores on one HBM stack running GEMMs at once: their DMA shares bandwidth.
 Results run_trn2_contending(const std::string& trace_path) {
-  auto dev = testing::make_device("trn2", {}, device::ExecMode::kTiming, 2);
+  auto dev = testing::make_device("trn2", {}, device_model::ExecMode::kTiming, 2);
   traces::ChromeJsonSink sink(trace_path);
   dev->set_trace_sink(&sink);
   kernels::GemmSpec s = gemm_spec();
@@ -142,8 +142,8 @@ struct RelativeSlice {
   bool operator==(const RelativeSlice&) const = default;
 };
 
-std::vector<RelativeSlice> run_relative(device::Device& dev, const device::Program& p,
-                                        device::RunResult* result) {
+std::vector<RelativeSlice> run_relative(device_model::Device& dev, const device_model::Program& p,
+                                        device_model::RunResult* result) {
   traces::MemoryTraceSink sink;
   dev.set_trace_sink(&sink);
   *result = dev.run(0, p);
@@ -160,12 +160,12 @@ std::vector<RelativeSlice> run_relative(device::Device& dev, const device::Progr
 // The same program later in the same process (after itself and after another program) takes the
 // same time and produces the same trace, shifted: no engine state leaks between runs.
 TEST(Determinism, SameProgramTwiceInOneProcessGivesEqualDurationsAndTraces) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const auto gemm = kernels::build_gemm(gemm_spec(), kGemm, dev->params().core);
   kernels::LayerNormSpec ln{256, 512, DType::kFp32, 1e-5f};
   const auto other =
       kernels::build_layernorm(ln, {8 << 20, 9 << 20, 10 << 20, 11 << 20}, dev->params().core);
-  device::RunResult r1, r2, r3, mid;
+  device_model::RunResult r1, r2, r3, mid;
   const auto t1 = run_relative(*dev, gemm, &r1);
   const auto t2 = run_relative(*dev, gemm, &r2);
   run_relative(*dev, other, &mid);
@@ -188,12 +188,12 @@ struct TimedRun {
   std::string stats;
 };
 
-TimedRun run_timed(device::Device& dev, const std::vector<device::Program>& per_core, bool traced) {
+TimedRun run_timed(device_model::Device& dev, const std::vector<device_model::Program>& per_core, bool traced) {
   traces::MemoryTraceSink sink;
   if (traced) dev.set_trace_sink(&sink);
   dev.stats().reset();
   for (uint32_t c = 0; c < per_core.size(); ++c) dev.submit(c, per_core[c]);
-  const device::RunResult r = dev.run();
+  const device_model::RunResult r = dev.run();
   dev.set_trace_sink(nullptr);
   TimedRun t;
   for (const auto& c : r.cores) t.core_ps.push_back((c.end - c.start).ps);
@@ -203,8 +203,8 @@ TimedRun run_timed(device::Device& dev, const std::vector<device::Program>& per_
   return t;
 }
 
-void expect_untraced_equals_traced(device::Device& dev,
-                                   const std::vector<device::Program>& per_core) {
+void expect_untraced_equals_traced(device_model::Device& dev,
+                                   const std::vector<device_model::Program>& per_core) {
   const TimedRun plain = run_timed(dev, per_core, false);
   const TimedRun traced = run_timed(dev, per_core, true);
   const TimedRun again = run_timed(dev, per_core, false);
@@ -220,7 +220,7 @@ void expect_untraced_equals_traced(device::Device& dev,
 }
 
 TEST(Determinism, UntracedTimingRunMatchesTracedRunToThePicosecond) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   kernels::GemmSpec s = gemm_spec();
   s.m = 512, s.k = 1024, s.n = 1536;  // several blocks: TensorE runs long between semaphores
   expect_untraced_equals_traced(*dev, {kernels::build_gemm(s, kGemm, dev->params().core)});
@@ -231,7 +231,7 @@ TEST(Determinism, UntracedTimingRunMatchesTracedRunToThePicosecond) {
 }
 
 TEST(Determinism, UntracedContendingCoresMatchTracedRunToThePicosecond) {
-  auto dev = testing::make_device("trn2", {}, device::ExecMode::kTiming, 2);
+  auto dev = testing::make_device("trn2", {}, device_model::ExecMode::kTiming, 2);
   kernels::GemmSpec s = gemm_spec();
   s.m = 512, s.k = 512, s.n = 1024;
   const uint64_t second = 256ull << 20;

@@ -12,7 +12,7 @@ TEST(DeviceSmoke, GemmWithBiasAndGeluMatchesHostReference) {
   kernels::GemmSpec s;
   s.m = 200, s.k = 300, s.n = 700;  // partial tiles on every axis
   s.bias = true;
-  s.epilogue = device::ActFunc::kGelu;
+  s.epilogue = device_model::ActFunc::kGelu;
   kernels::GemmAddresses a{0, 1 << 20, 2 << 20, 3 << 20};
   reference::fill_normal(dev->hbm_data() + a.a_t, s.in_dtype, uint64_t{s.k} * s.m, 1);
   reference::fill_normal(dev->hbm_data() + a.b, s.in_dtype, uint64_t{s.k} * s.n, 2, 0.1f);
@@ -26,7 +26,7 @@ TEST(DeviceSmoke, GemmWithBiasAndGeluMatchesHostReference) {
 TEST(DeviceSmoke, LayerNormMatchesHostReference) {
   auto dev = testing::make_device();
   kernels::LayerNormSpec s;
-  s.rows = 300, s.dim = 96, s.dtype = device::DType::kFp32;
+  s.rows = 300, s.dim = 96, s.dtype = device_model::DType::kFp32;
   kernels::LayerNormAddresses a{0, 1 << 20, 2 << 20, 3 << 20};
   reference::fill_normal(dev->hbm_data() + a.x, s.dtype, uint64_t{s.rows} * s.dim, 4);
   reference::fill_normal(dev->hbm_data() + a.gamma, s.dtype, s.dim, 5);
@@ -39,7 +39,7 @@ TEST(DeviceSmoke, LayerNormMatchesHostReference) {
 
 TEST(DeviceSmoke, SimulatedClockIsMonotonicAcrossRuns) {
   auto dev = testing::make_device();
-  kernels::LayerNormSpec s{128, 64, device::DType::kFp32, 1e-5f};
+  kernels::LayerNormSpec s{128, 64, device_model::DType::kFp32, 1e-5f};
   kernels::LayerNormAddresses a{0, 1 << 20, 2 << 20, 3 << 20};
   const auto p = kernels::build_layernorm(s, a, dev->params().core);
   const auto r1 = dev->run(0, p);

@@ -12,9 +12,9 @@
 #include <random>
 #include <vector>
 
-#include "neuronsim/device/dtype.h"
+#include "neuronsim/device_model/dtype.h"
 
-namespace neuronsim::device {
+namespace neuronsim::device_model {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -716,4 +716,4 @@ TEST(DtypeLoadStore, StoreFloatWritesOnlyItsBytesInLittleEndianLayout) {
 }
 
 }  // namespace
-}  // namespace neuronsim::device
+}  // namespace neuronsim::device_model

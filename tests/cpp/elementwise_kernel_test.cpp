@@ -18,7 +18,7 @@ constexpr int64_t kRows = 130, kCols = 7;  // more rows than partitions: two til
 constexpr uint64_t kBytes = kRows * kCols * 4;
 
 TensorDesc matrix(uint64_t address) {
-  return TensorDesc{address, device::DType::kFp32, {kRows, kCols}, {kCols, 1}};
+  return TensorDesc{address, device_model::DType::kFp32, {kRows, kCols}, {kCols, 1}};
 }
 
 TEST(ElementwiseKernel, ActivationOfAConstantRunsAndFolds) {
@@ -28,9 +28,9 @@ TEST(ElementwiseKernel, ActivationOfAConstantRunsAndFolds) {
 
   // y = x + tanh(0.5 * 2 + 0.25)
   kernels::Expr e;
-  const Arg c = e.act(device::ActFunc::kTanh, Arg::constant(0.5f), 2.0f, 0.25f);
-  e.alu(device::AluOp::kAdd, Arg::input(0), c);
-  const device::Program p =
+  const Arg c = e.act(device_model::ActFunc::kTanh, Arg::constant(0.5f), 2.0f, 0.25f);
+  e.alu(device_model::AluOp::kAdd, Arg::input(0), c);
+  const device_model::Program p =
       kernels::build_elementwise("act_const", {matrix(0)}, matrix(kBytes), e, dev->params().core);
   dev->run(0, p);  // validates: every memset is on VectorE or GpSimdE
 

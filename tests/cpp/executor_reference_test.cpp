@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/executor.h"
-#include "neuronsim/device/instructions.h"
+#include "neuronsim/device_model/executor.h"
+#include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "test_util.h"
 
-namespace neuronsim::device {
+namespace neuronsim::device_model {
 namespace {
 
 constexpr uint32_t kParts = 128;
@@ -1562,4 +1562,4 @@ TEST(ExecutorDevice, FullModeProgramMatchesDirectExecution) {
 }
 
 }  // namespace
-}  // namespace neuronsim::device
+}  // namespace neuronsim::device_model

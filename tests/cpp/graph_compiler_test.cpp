@@ -7,9 +7,9 @@
 #include <map>
 #include <random>
 
-#include "neuronsim/device/dtype.h"
-#include "neuronsim/device/instructions.h"
-#include "neuronsim/kernels/graph/compiler.h"
+#include "neuronsim/device_model/dtype.h"
+#include "neuronsim/device_model/instructions.h"
+#include "neuronsim/kernels/compiler/compiler.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "test_util.h"
 
@@ -17,10 +17,10 @@ namespace neuronsim {
 namespace {
 
 using kernels::graph::Arg;
-using kernels::graph::CompiledGraph;
+using kernels::compiler::CompiledGraph;
 using kernels::graph::Graph;
 using kernels::graph::Node;
-using kernels::graph::NodeClass;
+using kernels::compiler::NodeClass;
 using kernels::graph::TensorMeta;
 
 TensorMeta meta(std::vector<int64_t> sizes, std::vector<int64_t> strides = {},
@@ -29,9 +29,9 @@ TensorMeta meta(std::vector<int64_t> sizes, std::vector<int64_t> strides = {},
   m.sizes = std::move(sizes);
   m.strides = strides.empty() ? kernels::graph::contiguous_strides(m.sizes) : std::move(strides);
   m.type_name = type;
-  m.dtype = type == "bfloat16" ? device::DType::kBf16
-            : type == "bool"   ? device::DType::kUint8
-                               : device::DType::kFp32;
+  m.dtype = type == "bfloat16" ? device_model::DType::kBf16
+            : type == "bool"   ? device_model::DType::kUint8
+                               : device_model::DType::kFp32;
   return m;
 }
 
@@ -40,7 +40,7 @@ class GraphHarness {
  public:
   GraphHarness() : dev_(testing::make_device()) {}
 
-  const device::CoreParams& core() const { return dev_->params().core; }
+  const device_model::CoreParams& core() const { return dev_->params().core; }
   Graph& graph() { return g_; }
 
   int input(const std::string& name, std::vector<int64_t> sizes, float stddev = 1.0f) {
@@ -99,15 +99,15 @@ class GraphHarness {
     return *reinterpret_cast<float*>(dev_->hbm_data() + address_.at(v) + off * 4);
   }
 
-  CompiledGraph compile() { return kernels::graph::compile_graph(g_, core(), {"test", 64}); }
+  CompiledGraph compile() { return kernels::compiler::compile_graph(g_, core(), {"test", 64}); }
   /// Runs every segment of the compiled graph (no eager nodes) in full mode.
-  device::RunResult run(CompiledGraph& cg) {
-    std::vector<uint64_t> addr(g_.values().size(), kernels::graph::kNoAddress);
+  device_model::RunResult run(CompiledGraph& cg) {
+    std::vector<uint64_t> addr(g_.values().size(), kernels::compiler::kNoAddress);
     for (const auto& [v, a] : address_) addr[static_cast<size_t>(v)] = a;
-    device::RunResult last;
+    device_model::RunResult last;
     for (auto& seg : cg.segments) {
       EXPECT_TRUE(seg.prelinked);
-      kernels::graph::relocate(seg.linked, addr);
+      kernels::compiler::relocate(seg.linked, addr);
       last = dev_->run(0, seg.linked.program);
     }
     return last;
@@ -119,7 +119,7 @@ class GraphHarness {
     address_[v] = next_;
     next_ += (bytes + 4095) / 4096 * 4096;
   }
-  std::unique_ptr<device::Device> dev_;
+  std::unique_ptr<device_model::Device> dev_;
   Graph g_;
   std::map<int, uint64_t> address_;
   uint64_t next_ = 1 << 20;
@@ -294,22 +294,22 @@ TEST(GraphCompiler, RegionsChainInOneLaunchWithSections) {
 // would share the DMA engines with the first part's critical loads); the third part's does not.
 TEST(GraphCompiler, SecondPartPrefetchesAfterTheFirstPartsLoads) {
   auto core = testing::make_device()->params().core;
-  std::vector<kernels::graph::Part> parts(3);
+  std::vector<kernels::compiler::Part> parts(3);
   for (int i = 0; i < 3; ++i) {
-    device::Program& p = parts[static_cast<size_t>(i)].program;
+    device_model::Program& p = parts[static_cast<size_t>(i)].program;
     p.stream(kernels::dma_queue(static_cast<uint8_t>(4 * i)))
-        .instructions.push_back(device::isa::dma_copy(
-            device::isa::sbuf_tile(device::DType::kFp32, 128, 4096 * i, 256),
-            device::isa::hbm_rows(device::DType::kFp32, kernels::graph::virtual_address(i), 128,
+        .instructions.push_back(device_model::isa::dma_copy(
+            device_model::isa::sbuf_tile(device_model::DType::kFp32, 128, 4096 * i, 256),
+            device_model::isa::hbm_rows(device_model::DType::kFp32, kernels::compiler::virtual_address(i), 128,
                                   256, 256)));
     parts[static_cast<size_t>(i)].name = "part" + std::to_string(i);
   }
-  const auto linked = kernels::graph::link("g", parts, {0, 1, 2}, core);
+  const auto linked = kernels::compiler::link("g", parts, {0, 1, 2}, core);
   auto waits_of = [&](uint8_t q) {
     int n = 0;
     for (const auto& s : linked.program.streams) {
       if (s.id.name() != kernels::dma_queue(q).name()) continue;
-      for (const auto& in : s.instructions) n += in.op == device::Opcode::kSemWait;
+      for (const auto& in : s.instructions) n += in.op == device_model::Opcode::kSemWait;
     }
     return n;
   };
@@ -454,7 +454,7 @@ TEST(GraphCompiler, SdpaIsOneAttentionRegionBetweenItsNeighbours) {
   CompiledGraph cg = h.compile();
   ASSERT_EQ(cg.segments.size(), 1u);
   ASSERT_EQ(cg.partition.regions.size(), 3u);
-  EXPECT_EQ(cg.partition.regions[1].kind, kernels::graph::Region::Kind::kAttention);
+  EXPECT_EQ(cg.partition.regions[1].kind, kernels::compiler::Region::Kind::kAttention);
   EXPECT_NE(cg.region_name[1].find("flash_attention"), std::string::npos) << cg.region_name[1];
   EXPECT_EQ(cg.node_class[1], NodeClass::kFused);
   EXPECT_EQ(cg.partition.stored_by[static_cast<size_t>(o)], 1);

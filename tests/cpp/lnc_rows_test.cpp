@@ -16,13 +16,13 @@
 namespace neuronsim {
 namespace {
 
-using device::DType;
-using device::Program;
+using device_model::DType;
+using device_model::Program;
 using kernels::TensorDesc;
 
-device::Device& trn2() {
-  static const std::unique_ptr<device::Device> dev =
-      testing::make_device("trn2", {}, device::ExecMode::kFull, 2);
+device_model::Device& trn2() {
+  static const std::unique_ptr<device_model::Device> dev =
+      testing::make_device("trn2", {}, device_model::ExecMode::kFull, 2);
   return *dev;
 }
 
@@ -57,7 +57,7 @@ TEST(LncRows, ReductionsSoftmaxAndLayerNormSplitRowsAcrossBothCores) {
     SCOPED_TRACE(which);
     kernels::ReduceSpec spec;
     spec.dims = {which == 1 ? 0 : 1};
-    spec.op = which == 1 ? device::ReduceOp::kMax : device::ReduceOp::kAdd;
+    spec.op = which == 1 ? device_model::ReduceOp::kMax : device_model::ReduceOp::kAdd;
     spec.variance = which == 2;
     const int64_t n = which == 1 ? kCols : kRows;
     const TensorDesc o1{16 * kMiB, DType::kFp32, {n}, {1}};

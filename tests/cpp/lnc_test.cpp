@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/instructions.h"
-#include "neuronsim/device/program_json.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/instructions.h"
+#include "neuronsim/device_model/program_json.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/spmd.h"
 #include "test_util.h"
@@ -20,11 +20,11 @@
 namespace neuronsim {
 namespace {
 
-using device::DType;
-using device::EngineKind;
-using device::Program;
-using device::StreamId;
-namespace isa = device::isa;
+using device_model::DType;
+using device_model::EngineKind;
+using device_model::Program;
+using device_model::StreamId;
+namespace isa = device_model::isa;
 
 // A grid-`grid` program whose instance p memsets an SBUF tile on VectorE.
 Program tiny_grid(uint32_t grid) {
@@ -41,14 +41,14 @@ Program tiny_grid(uint32_t grid) {
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
-  } catch (const device::Error& e) {
+  } catch (const device_model::Error& e) {
     return e.what();
   }
   return "no error";
 }
 
 TEST(Lnc, Trn1RejectsAGridOfTwoAndStaysUsable) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming, 2);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming, 2);
   ASSERT_EQ(dev->params().logical_core_size, 1u);
   const std::string msg = error_of([&] { dev->run(0, tiny_grid(2)); });
   EXPECT_NE(msg.find("rule 'grid'"), std::string::npos) << msg;
@@ -60,7 +60,7 @@ TEST(Lnc, Trn1RejectsAGridOfTwoAndStaysUsable) {
 }
 
 TEST(Lnc, Trn2RejectsBadGridsWithClearErrors) {
-  auto dev = testing::make_device("trn2", {}, device::ExecMode::kTiming, 4);
+  auto dev = testing::make_device("trn2", {}, device_model::ExecMode::kTiming, 4);
   ASSERT_EQ(dev->params().logical_core_size, 2u);
   std::string msg = error_of([&] { dev->run(0, tiny_grid(3)); });
   EXPECT_NE(msg.find("grid 3"), std::string::npos) << msg;
@@ -90,7 +90,7 @@ TEST(Lnc, Trn2RejectsBadGridsWithClearErrors) {
 }
 
 TEST(Lnc, Trn2GridNeedsBothPhysicalCoresElaborated) {
-  auto dev = testing::make_device("trn2", {}, device::ExecMode::kTiming, 1);
+  auto dev = testing::make_device("trn2", {}, device_model::ExecMode::kTiming, 1);
   const std::string msg = error_of([&] { dev->run(0, tiny_grid(2)); });
   EXPECT_NE(msg.find("only 1 of the logical core's physical cores are elaborated"),
             std::string::npos)
@@ -101,7 +101,7 @@ TEST(Lnc, Trn2GridNeedsBothPhysicalCoresElaborated) {
 // the barrier, instance 1 reads it back and stores it elsewhere. Without the barrier instance 1
 // would read before the write landed.
 TEST(Lnc, CoreBarrierOrdersTheTwoCoresOfALogicalCore) {
-  auto dev = testing::make_device("trn2", {}, device::ExecMode::kFull, 2);
+  auto dev = testing::make_device("trn2", {}, device_model::ExecMode::kFull, 2);
   const auto& core = dev->params().core;
   const uint64_t x = 1 << 20, y = 2 << 20;
   const auto tile = isa::sbuf_tile(DType::kFp32, 128, 0, 256);
@@ -144,7 +144,7 @@ TEST(Lnc, CoreBarrierOrdersTheTwoCoresOfALogicalCore) {
 }
 
 TEST(Lnc, AnUnsignalledCrossCoreWaitIsADeadlockNamingBothCores) {
-  auto dev = testing::make_device("trn2", {}, device::ExecMode::kTiming, 2);
+  auto dev = testing::make_device("trn2", {}, device_model::ExecMode::kTiming, 2);
   Program p = tiny_grid(2);
   p.stream({EngineKind::kVector, 0, 1}).instructions.push_back(isa::sem_wait(5, 1));
   const std::string msg = error_of([&] { dev->run(0, p); });
@@ -159,15 +159,15 @@ TEST(Lnc, GridProgramsRoundTripThroughJson) {
   auto sig = isa::sem_signal(3);
   sig.sem_pcore = 0;
   p.stream({EngineKind::kDma, 2, 1}).instructions.push_back(sig);
-  const std::string text = device::program_to_json(p).dump();
+  const std::string text = device_model::program_to_json(p).dump();
   EXPECT_NE(text.find("\"pcore1.dma2\""), std::string::npos) << text;
-  const Program q = device::parse_program(text);
+  const Program q = device_model::parse_program(text);
   EXPECT_EQ(q.grid, 2u);
   ASSERT_EQ(q.streams.size(), p.streams.size());
-  EXPECT_EQ(device::program_to_json(q).dump(), text);
+  EXPECT_EQ(device_model::program_to_json(q).dump(), text);
   for (const char* bad :
        {"pcore0.tensor", "pcore01.tensor", "pcore1.pcore1.tensor", "pcore.dma0"}) {
-    EXPECT_FALSE(device::parse_stream_id(bad)) << bad;
+    EXPECT_FALSE(device_model::parse_stream_id(bad)) << bad;
   }
 }
 
@@ -180,7 +180,7 @@ std::vector<float> pattern(size_t n, int seed) {
 }
 
 TEST(Lnc, SplitMatmulAndElementwiseComputeWhatOneCoreComputes) {
-  auto dev = testing::make_device("trn2", {}, device::ExecMode::kFull, 2);
+  auto dev = testing::make_device("trn2", {}, device_model::ExecMode::kFull, 2);
   const auto& core = dev->params().core;
   uint8_t* hbm = dev->hbm_data();
   auto put = [&](uint64_t at, const std::vector<float>& v) {
@@ -227,8 +227,8 @@ TEST(Lnc, SplitMatmulAndElementwiseComputeWhatOneCoreComputes) {
                                                 {20 << 20, DType::kFp32, {rows, cols}, {cols, 1}},
                                                 {24 << 20, DType::kFp32, {cols}, {1}}};
   kernels::Expr e;
-  const auto prod = e.alu(device::AluOp::kMultiply, kernels::Arg::input(0), kernels::Arg::input(1));
-  e.alu(device::AluOp::kAdd, prod, kernels::Arg::input(2));
+  const auto prod = e.alu(device_model::AluOp::kMultiply, kernels::Arg::input(0), kernels::Arg::input(1));
+  e.alu(device_model::AluOp::kAdd, prod, kernels::Arg::input(2));
   const kernels::TensorDesc o1{28 << 20, DType::kFp32, {rows, cols}, {cols, 1}};
   kernels::TensorDesc o2 = o1;
   o2.address = 32 << 20;

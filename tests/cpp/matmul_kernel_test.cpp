@@ -12,7 +12,7 @@
 
 #include <fmt/ranges.h>
 
-#include "neuronsim/kernels/gemm_ws.h"
+#include "neuronsim/kernels/scalesim_gemm.h"
 #include "neuronsim/kernels/matmul.h"
 #include "neuronsim/reference/host_checks.h"
 #include "test_util.h"
@@ -20,8 +20,8 @@
 namespace neuronsim {
 namespace {
 
-using device::ActFunc;
-using device::DType;
+using device_model::ActFunc;
+using device_model::DType;
 using kernels::TensorDesc;
 
 // Row-major strides for `sizes`, then `perm` reorders which dim is innermost: the tensor is laid
@@ -71,14 +71,14 @@ struct HostView {
 };
 
 // Runs the case and checks C; returns how many double-row matmuls the program issued.
-size_t run_case(device::Device& dev, const Case& c) {
+size_t run_case(device_model::Device& dev, const Case& c) {
   uint8_t* hbm = dev.hbm_data();
   uint64_t next = 0;
   auto place = [&](TensorDesc& t, uint64_t seed) {
     t.address = next;
     const uint64_t n = span_elems(t);
     reference::fill_normal(hbm + next, t.dtype, n, seed);
-    next += (n * device::dtype_size(t.dtype) + 4095) / 4096 * 4096;
+    next += (n * device_model::dtype_size(t.dtype) + 4095) / 4096 * 4096;
   };
   TensorDesc a{0, c.dt, c.a_sizes, strides_for(c.a_sizes, c.a_order)};
   for (auto& s : a.strides) s *= c.a_elem_step;
@@ -101,7 +101,7 @@ size_t run_case(device::Device& dev, const Case& c) {
   spec.alpha = c.alpha;
   spec.beta = c.beta;
   spec.epilogue = c.f;
-  const device::Program prog =
+  const device_model::Program prog =
       kernels::build_matmul("mm", a, b, out, bias, spec, dev.params().core);
   dev.run(0, prog);
 
@@ -135,7 +135,7 @@ size_t run_case(device::Device& dev, const Case& c) {
   size_t double_row = 0;
   for (const auto& st : prog.streams) {
     for (const auto& in : st.instructions) {
-      double_row += in.perf_mode == device::MatmulPerfMode::kDoubleRow;
+      double_row += in.perf_mode == device_model::MatmulPerfMode::kDoubleRow;
     }
   }
   return double_row;
@@ -247,7 +247,7 @@ void check_fp8(const std::string& preset) {
     Case nat{{130, 384}, {384, 520}, {130, 520}, {0, 1}, {1, 0}, dt};
     for (Case c : {km, nat}) {
       c.out_dt = DType::kBf16;
-      SCOPED_TRACE(fmt::format("{} {} A {} B {}", preset, device::dtype_name(dt),
+      SCOPED_TRACE(fmt::format("{} {} A {} B {}", preset, device_model::dtype_name(dt),
                                fmt::join(c.a_sizes, "x"), fmt::join(c.b_sizes, "x")));
       const size_t dr = run_case(*dev, c);
       if (preset == "trn2") {

@@ -8,18 +8,18 @@
 #include <functional>
 #include <stdexcept>
 
-#include "neuronsim/device/instructions.h"
-#include "neuronsim/kernels/gemm.h"
+#include "neuronsim/device_model/instructions.h"
+#include "neuronsim/kernels/dense_gemm.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "test_util.h"
 
 namespace neuronsim {
 namespace {
 
-using device::DType;
-namespace isa = device::isa;
+using device_model::DType;
+namespace isa = device_model::isa;
 
-device::Program big_gemm(const device::CoreParams& core, uint32_t size) {
+device_model::Program big_gemm(const device_model::CoreParams& core, uint32_t size) {
   kernels::GemmSpec s;
   s.m = s.k = s.n = size;
   kernels::GemmAddresses a{0, 64ull << 20, 128ull << 20, 192ull << 20};
@@ -27,7 +27,7 @@ device::Program big_gemm(const device::CoreParams& core, uint32_t size) {
 }
 
 // 64 MiB from HBM into SBUF in 16 KiB-per-partition transfers spread over four queues.
-device::Program big_copy(const device::CoreParams& core, uint64_t hbm_base = 0) {
+device_model::Program big_copy(const device_model::CoreParams& core, uint64_t hbm_base = 0) {
   kernels::ProgramBuilder b("hbm_to_sbuf_copy", core);
   const uint32_t cols = 8192;  // bf16 elements per partition per transfer = 16 KiB
   const uint64_t bytes_per_transfer = 128ull * cols * 2;
@@ -51,7 +51,7 @@ void expect_utilisations_at_most_one(const traces::Summary& s) {
 }
 
 TEST(PerformanceTargets, LargeBf16GemmReachesNinetyPercentOfTensorPeak) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const double n = 4096;
   const auto s = testing::run_and_summarize(*dev, big_gemm(dev->params().core, 4096));
   const double efficiency = s.achieved_flops_per_s / s.peak_flops_per_s;
@@ -73,7 +73,7 @@ TEST(PerformanceTargets, LargeBf16GemmReachesNinetyPercentOfTensorPeak) {
 }
 
 TEST(PerformanceTargets, LargeHbmToSbufCopyReachesNinetyPercentOfHbmBandwidth) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const auto s = testing::run_and_summarize(*dev, big_copy(dev->params().core));
   const double efficiency = s.achieved_hbm_bytes_per_s / s.peak_hbm_bytes_per_s;
   EXPECT_GE(efficiency, 0.90) << traces::format_summary(s);
@@ -90,7 +90,7 @@ TEST(PerformanceTargets, LargeHbmToSbufCopyReachesNinetyPercentOfHbmBandwidth) {
 double run_time_ps(const std::string& preset, const std::vector<std::string>& overrides,
                    bool gemm) {
   const uint32_t cores = preset == "trn2" ? 2 : 1;
-  auto dev = testing::make_device(preset, overrides, device::ExecMode::kTiming, cores);
+  auto dev = testing::make_device(preset, overrides, device_model::ExecMode::kTiming, cores);
   for (uint32_t c = 0; c < cores; ++c) {
     const uint64_t base = c * (1ull << 30);
     dev->submit(c, gemm ? big_gemm(dev->params().core, 2048) : big_copy(dev->params().core, base));

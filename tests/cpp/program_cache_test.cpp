@@ -11,8 +11,8 @@
 namespace neuronsim {
 namespace {
 
-using device::AccessPattern;
-using device::Program;
+using device_model::AccessPattern;
+using device_model::Program;
 using kernels::TensorDesc;
 using runtime::HbmSpan;
 
@@ -20,15 +20,15 @@ constexpr int64_t kRows = 96, kCols = 80;  // not a multiple of the 128 partitio
 constexpr uint64_t kBytes = kRows * kCols * 4;
 
 TensorDesc matrix(uint64_t address) {
-  return TensorDesc{address, device::DType::kFp32, {kRows, kCols}, {kCols, 1}};
+  return TensorDesc{address, device_model::DType::kFp32, {kRows, kCols}, {kCols, 1}};
 }
 
 // y = x * 0.5 + z: two inputs, one output.
-Program axpy(uint64_t x, uint64_t z, uint64_t y, const device::CoreParams& core) {
+Program axpy(uint64_t x, uint64_t z, uint64_t y, const device_model::CoreParams& core) {
   kernels::Expr e;
   const auto h =
-      e.alu(device::AluOp::kMultiply, kernels::Arg::input(0), kernels::Arg::constant(0.5f));
-  e.alu(device::AluOp::kAdd, h, kernels::Arg::input(1));
+      e.alu(device_model::AluOp::kMultiply, kernels::Arg::input(0), kernels::Arg::constant(0.5f));
+  e.alu(device_model::AluOp::kAdd, h, kernels::Arg::input(1));
   return kernels::build_elementwise("axpy", {matrix(x), matrix(z)}, matrix(y), e, core);
 }
 
@@ -45,7 +45,7 @@ void expect_same_addresses(const Program& a, const Program& b) {
       EXPECT_EQ(x.src1, y.src1);
       EXPECT_EQ(x.operand0, y.operand0);
       for (const AccessPattern* ap : {&x.dst, &x.src0, &x.src1})
-        hbm += ap->space == device::MemSpace::kHbm;
+        hbm += ap->space == device_model::MemSpace::kHbm;
     }
   }
   EXPECT_GT(hbm, 0u);  // the program does address HBM
@@ -71,7 +71,7 @@ TEST(ProgramCache, RelocatedProgramRunsLikeADirectBuild) {
   auto* zs = reinterpret_cast<float*>(dev->hbm_data() + z);
   for (int64_t i = 0; i < kRows * kCols; ++i) xs[i] = static_cast<float>(i % 17), zs[i] = 1.0f;
 
-  const device::RunResult direct = dev->run(0, axpy(x, z, y, core));
+  const device_model::RunResult direct = dev->run(0, axpy(x, z, y, core));
   std::vector<float> want(kRows * kCols);
   std::memcpy(want.data(), dev->hbm_data() + y, kBytes);
   std::memset(dev->hbm_data() + y, 0, kBytes);
@@ -82,7 +82,7 @@ TEST(ProgramCache, RelocatedProgramRunsLikeADirectBuild) {
   ASSERT_TRUE(cache.insert("axpy", {axpy(0, kBytes, 2 * kBytes, core)}, built));
   const auto* hit = cache.find("axpy", {{x, kBytes}, {z, kBytes}, {y, kBytes}});
   ASSERT_NE(hit, nullptr);
-  const device::RunResult cached = dev->run(0, hit->front(), /*validated=*/true);
+  const device_model::RunResult cached = dev->run(0, hit->front(), /*validated=*/true);
   EXPECT_EQ(cached.duration(), direct.duration());
   EXPECT_EQ(std::memcmp(want.data(), dev->hbm_data() + y, kBytes), 0);
   EXPECT_EQ(want[5], 5.0f * 0.5f + 1.0f);

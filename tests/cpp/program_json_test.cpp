@@ -7,14 +7,14 @@
 #include <ostream>
 #include <set>
 
-#include "neuronsim/device/config.h"
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/instructions.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program_json.h"
-#include "neuronsim/device/validator.h"
+#include "neuronsim/device_model/config.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/instructions.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program_json.h"
+#include "neuronsim/device_model/validator.h"
 
-namespace neuronsim::device {
+namespace neuronsim::device_model {
 
 // Readable AP values in assertion messages.
 void PrintTo(const AccessPattern& ap, std::ostream* os) {
@@ -479,4 +479,4 @@ TEST(ProgramJson, NonFiniteFromCpp) {
 }
 
 }  // namespace
-}  // namespace neuronsim::device
+}  // namespace neuronsim::device_model

@@ -14,8 +14,8 @@
 namespace neuronsim {
 namespace {
 
-using device::DType;
-using device::ReduceOp;
+using device_model::DType;
+using device_model::ReduceOp;
 using kernels::TensorDesc;
 
 std::vector<int64_t> row_major(const std::vector<int64_t>& sizes) {
@@ -81,8 +81,8 @@ std::vector<double> reference(const Case& c, const std::vector<float>& x) {
 }
 
 // One Device per process (SystemC elaborates once), shared by the tests.
-device::Device& shared_device() {
-  static const std::unique_ptr<device::Device> dev = testing::make_device();
+device_model::Device& shared_device() {
+  static const std::unique_ptr<device_model::Device> dev = testing::make_device();
   return *dev;
 }
 
@@ -112,7 +112,7 @@ kernels::ReduceSpec spec_of(const Case& c) {
 }
 
 // Runs the reduction, checks every output element and returns the simulated time in seconds.
-double run_case(device::Device& dev, const Case& c, float shift = 0.0f) {
+double run_case(device_model::Device& dev, const Case& c, float shift = 0.0f) {
   TensorDesc in{0, DType::kFp32, c.sizes, row_major(c.sizes)};
   std::vector<int64_t> out_sizes;
   for (size_t d = 0; d < c.sizes.size(); ++d) {
@@ -147,7 +147,7 @@ double run_case(device::Device& dev, const Case& c, float shift = 0.0f) {
 }
 
 TEST(ReductionKernel, MaxMinProdOverOuterDimsMatchReference) {
-  device::Device* dev = &shared_device();
+  device_model::Device* dev = &shared_device();
   for (Kind k : {Kind::kMax, Kind::kMin}) {
     SCOPED_TRACE(static_cast<int>(k));
     // 1100 columns: two groups of rows (640 + 460 columns) transposed in 128-column slices.
@@ -166,7 +166,7 @@ TEST(ReductionKernel, MaxMinProdOverOuterDimsMatchReference) {
 }
 
 TEST(ReductionKernel, VarStdOverOuterDimsMatchReference) {
-  device::Device* dev = &shared_device();
+  device_model::Device* dev = &shared_device();
   run_case(*dev, {{300, 1100}, {0}, Kind::kVar}, 100.0f);
   run_case(*dev, {{300, 1100}, {0}, Kind::kStd, 0.0});
   run_case(*dev, {{7, 200, 33}, {1}, Kind::kStd});
@@ -188,7 +188,7 @@ TEST(ReductionKernel, VarStdOverOuterDimsMatchReference) {
 // ISA-2.26 activation with accumulate): within 4x. A descriptor per element (330 k over the 16
 // engines at 26.4 ns) would take 0.54 ms.
 TEST(CostModelRules, OuterDimAmaxAndVarOf300x1100RunNearTheStreamingTime) {
-  device::Device* dev = &shared_device();
+  device_model::Device* dev = &shared_device();
   const double stream_s = 300.0 * 1100 * 4 / 410e9;
   EXPECT_LT(run_case(*dev, {{300, 1100}, {0}, Kind::kMax}), 3 * stream_s);
   EXPECT_LT(run_case(*dev, {{300, 1100}, {0}, Kind::kVar}), 4 * stream_s);

@@ -17,7 +17,7 @@
 namespace neuronsim {
 namespace {
 
-using device::DType;
+using device_model::DType;
 using kernels::TensorDesc;
 
 constexpr uint64_t kMiB = 1 << 20;

@@ -17,11 +17,11 @@
 namespace neuronsim {
 namespace {
 
-using device::DType;
+using device_model::DType;
 using kernels::TensorDesc;
 
-device::Device& shared_device() {
-  static const std::unique_ptr<device::Device> dev = testing::make_device();
+device_model::Device& shared_device() {
+  static const std::unique_ptr<device_model::Device> dev = testing::make_device();
   return *dev;
 }
 
@@ -93,9 +93,9 @@ struct Result {
 // `columns`: the tensors are stored [n, rows] and selected along dim 0 (strided rows).
 Result run_case(int64_t rows, int64_t n, int64_t k, bool descending, DType dt, uint32_t seed,
                 bool long_kernel = true, bool columns = false) {
-  device::Device& dev = shared_device();
+  device_model::Device& dev = shared_device();
   const int64_t m = k > 0 ? k : n;
-  const uint64_t es = device::dtype_size(dt);
+  const uint64_t es = device_model::dtype_size(dt);
   TensorDesc in{0, dt, {rows, n}, {n, 1}};
   TensorDesc vals{align(rows * n * es), dt, {rows, m}, {m, 1}};
   TensorDesc idx{vals.address + align(rows * m * es), DType::kInt32, {rows, m}, {m, 1}};
@@ -115,7 +115,7 @@ Result run_case(int64_t rows, int64_t n, int64_t k, bool descending, DType dt, u
   uint8_t* hbm = dev.hbm_data();
   write_rows(hbm, dt, image);
   const auto& core = dev.params().core;
-  device::Program p =
+  device_model::Program p =
       k > 0
           ? (long_kernel ? kernels::build_topk_long("topk", in, vals, idx, dim, k, descending, core)
                          : kernels::build_topk("topk", in, vals, idx, dim, k, descending, core))
@@ -141,7 +141,7 @@ Result run_case(int64_t rows, int64_t n, int64_t k, bool descending, DType dt, u
     }
   }
   EXPECT_EQ(bad, 0u) << rows << " x " << n << " k " << k << (descending ? " desc " : " asc ")
-                     << device::dtype_name(dt);
+                     << device_model::dtype_name(dt);
   return r;
 }
 
@@ -236,7 +236,7 @@ TEST(SelectionKernel, LongRowCostsStaySubQuadratic) {
 // has them. Returns the simulated seconds.
 double run_scan(int64_t rows, int64_t n, bool product, DType out_dt, uint32_t seed,
                 bool specials = false) {
-  device::Device& dev = shared_device();
+  device_model::Device& dev = shared_device();
   TensorDesc in{0, DType::kFp32, {rows, n}, {n, 1}};
   TensorDesc out{align(rows * n * 4), out_dt, {rows, n}, {n, 1}};
   std::mt19937 rng(seed);

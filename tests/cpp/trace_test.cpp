@@ -16,8 +16,8 @@
 #include <sstream>
 #include <string>
 
-#include "neuronsim/device/instructions.h"
-#include "neuronsim/kernels/gemm.h"
+#include "neuronsim/device_model/instructions.h"
+#include "neuronsim/kernels/dense_gemm.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/traces/trace_reader.h"
 #include "test_util.h"
@@ -47,18 +47,18 @@ void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
-device::Program small_gemm(const device::CoreParams& core) {
+device_model::Program small_gemm(const device_model::CoreParams& core) {
   kernels::GemmSpec s;
   s.m = 256, s.k = 256, s.n = 1024;
   s.bias = true;
-  s.epilogue = device::ActFunc::kGelu;
+  s.epilogue = device_model::ActFunc::kGelu;
   return kernels::build_gemm(s, {0, 1 << 20, 2 << 20, 3 << 20}, core);
 }
 
 // ---- ChromeJsonSink ----
 
 TEST(Trace, ChromeJsonSinkWritesValidJsonWithMetadataSlicesAndCounters) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
   const std::string path = temp_path("run.json");
   {
     traces::ChromeJsonSink sink(path);
@@ -473,8 +473,8 @@ TEST(Trace, FormatSummaryAndDiffContainTheExpectedRows) {
 // ---- a real run ----
 
 TEST(Trace, RealRunHasOneTrackPerEngineAndSlicesNestedInTheirKernel) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
-  const device::Program p = small_gemm(dev->params().core);
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
+  const device_model::Program p = small_gemm(dev->params().core);
   traces::MemoryTraceSink sink;
   dev->set_trace_sink(&sink);
   dev->run(0, p);
@@ -550,10 +550,10 @@ TEST(Trace, RealRunHasOneTrackPerEngineAndSlicesNestedInTheirKernel) {
 // Counter samples of one track come in time order even when engines finish out of order: the SBUF
 // occupancy after a long VectorE write and a short ScalarE write that ends first.
 TEST(Trace, CounterSamplesAreInTimeOrderAcrossEngines) {
-  auto dev = testing::make_device("trn1", {}, device::ExecMode::kTiming);
-  namespace isa = device::isa;
-  using device::DType;
-  device::Program p;
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
+  namespace isa = device_model::isa;
+  using device_model::DType;
+  device_model::Program p;
   p.name = "out_of_order";
   const auto src = isa::sbuf_tile(DType::kFp32, 128, 0, 16);
   p.stream(kernels::kVector)
@@ -563,7 +563,7 @@ TEST(Trace, CounterSamplesAreInTimeOrderAcrossEngines) {
   for (int i = 0; i < 4; ++i) {
     p.stream(kernels::kScalar)
         .instructions.push_back(isa::activation(
-            isa::sbuf_tile(DType::kFp32, 128, 1024 + i * 64, 16), src, device::ActFunc::kExp));
+            isa::sbuf_tile(DType::kFp32, 128, 1024 + i * 64, 16), src, device_model::ActFunc::kExp));
   }
   traces::MemoryTraceSink sink;
   dev->set_trace_sink(&sink);

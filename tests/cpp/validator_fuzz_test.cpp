@@ -11,15 +11,15 @@
 #include <random>
 #include <set>
 
-#include "neuronsim/device/config.h"
-#include "neuronsim/device/device.h"
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/instructions.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/validator.h"
+#include "neuronsim/device_model/config.h"
+#include "neuronsim/device_model/device.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/instructions.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/validator.h"
 #include "test_util.h"
 
-namespace neuronsim::device {
+namespace neuronsim::device_model {
 namespace {
 
 using namespace isa;
@@ -713,4 +713,4 @@ TEST(ValidatorFuzz, AcceptedProgramsRunOrDeadlockOnDevice) {
 }
 
 }  // namespace
-}  // namespace neuronsim::device
+}  // namespace neuronsim::device_model

@@ -8,13 +8,13 @@
 #include <optional>
 #include <set>
 
-#include "neuronsim/device/config.h"
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/instructions.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/validator.h"
+#include "neuronsim/device_model/config.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/instructions.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/validator.h"
 
-namespace neuronsim::device {
+namespace neuronsim::device_model {
 namespace {
 
 using namespace isa;
@@ -568,4 +568,4 @@ TEST(ValidatorRules, EmptyProgramsPass) {
 }
 
 }  // namespace
-}  // namespace neuronsim::device
+}  // namespace neuronsim::device_model

@@ -159,7 +159,7 @@ def test_node_count_matches_the_aot_graphs():
     same decompositions: core ATen less the composites the compiler lowers whole)."""
     import operator
 
-    from neuronsim.compiler.backend import decompositions
+    from neuronsim.torch_compile.backend import decompositions
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.aot_autograd import make_boxed_func
 

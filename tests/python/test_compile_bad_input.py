@@ -6,7 +6,7 @@ kernels with a warning, or raises under NEURON_SIM_STRICT=1."""
 from __future__ import annotations
 
 import neuronsim
-import neuronsim.compiler.backend as backend
+import neuronsim.torch_compile.backend as backend
 import pytest
 import torch
 import torch._dynamo

@@ -65,7 +65,7 @@ def test_host_run_ops_are_counted_and_profiled():
 @pytest.fixture
 def host_graphs(monkeypatch):
     """The host copies of the graphs compiled while the test runs, after their rewrites."""
-    from neuronsim.compiler import runner
+    from neuronsim.torch_compile import runner
 
     graphs = []
 
@@ -134,7 +134,7 @@ def test_in_place_update_waits_for_readers_of_the_old_value(read_between):
     reads a's old value (it would see the product)."""
     import operator
 
-    from neuronsim.compiler.host_rewrites import foreach_in_place
+    from neuronsim.torch_compile.host_rewrites import foreach_in_place
 
     aten = torch.ops.aten
     torch.manual_seed(0)
@@ -186,7 +186,7 @@ def test_layer_norm_backward_is_the_cpu_kernel_on_the_host(host_graphs):
 
 
 def test_common_subexpressions_run_once_but_outputs_stay_distinct():
-    from neuronsim.compiler.host_rewrites import common_subexpressions
+    from neuronsim.torch_compile.host_rewrites import common_subexpressions
 
     aten = torch.ops.aten
 

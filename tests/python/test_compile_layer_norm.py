@@ -66,7 +66,7 @@ def test_layer_norm_training_step_matches_eager(dtype, isa):
 def test_traced_layer_norm_statistics_have_the_cpu_dtype(dtype):
     """Fake (traced) native_layer_norm on the device gives mean/rstd the dtype the device's
     eager kernel and the CPU give them (the input's), not CUDA's float32."""
-    import neuronsim.compiler.layer_norm_stats as stats
+    import neuronsim.torch_compile.layer_norm_stats as stats
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     stats.install()

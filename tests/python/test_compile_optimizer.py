@@ -97,7 +97,7 @@ def test_host_run_writes_foreach_results_into_inputs(read_old_after):
     """The host run's rewrite of functionalised in-place foreach updates: the op writes into
     the inputs with its out= overload and the copies go, unless something after it reads an
     input's old value; either way the graph computes the same values and input updates."""
-    from neuronsim.compiler.runner import write_results_into_inputs
+    from neuronsim.torch_compile.runner import write_results_into_inputs
 
     x, y = torch.arange(3.0), torch.arange(3.0) + 10
     ref = torch.fx.GraphModule(torch.nn.Module(), _foreach_graph(read_old_after))

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "neuronsim/device/errors.h"
+#include "neuronsim/device_model/errors.h"
 #include "neuronsim/reference/host_checks.h"
 #include "session.h"
 
@@ -39,14 +39,14 @@ void add_demo_command(CLI::App& app) {
       if (!dir.empty()) std::filesystem::create_directories(dir);
     }
     Session session(a->device, 1, a->trace);
-    device::Device& dev = session.device();
-    const bool check = dev.mode() != device::ExecMode::kTiming;
+    device_model::Device& dev = session.device();
+    const bool check = dev.mode() != device_model::ExecMode::kTiming;
     uint8_t* hbm = dev.hbm_data();
     std::string report;
 
     // Runs a kernel; in full mode, checks its output against the host reference (lazily: the
     // reference reads the inputs).
-    auto run = [&](const device::Program& p, const char* what, uint64_t out, device::DType t,
+    auto run = [&](const device_model::Program& p, const char* what, uint64_t out, device_model::DType t,
                    uint64_t count, const std::function<std::vector<double>()>& expected,
                    double atol, double rtol) {
       const auto r = dev.run(0, p);
@@ -59,7 +59,7 @@ void add_demo_command(CLI::App& app) {
           "  check vs host reference: max abs error {:.4g}, {} of {} outside bf16 tolerance\n",
           cmp.max_abs_error, cmp.mismatches, got.size());
       if (cmp.mismatches) {
-        throw device::Error(fmt::format("{} result does not match the host reference", what));
+        throw device_model::Error(fmt::format("{} result does not match the host reference", what));
       }
     };
 
@@ -67,7 +67,7 @@ void add_demo_command(CLI::App& app) {
     kernels::GemmSpec g;
     g.m = a->m, g.k = a->k, g.n = a->n;
     g.bias = true;
-    g.epilogue = device::ActFunc::kGelu;
+    g.epilogue = device_model::ActFunc::kGelu;
     kernels::GemmAddresses ga;
     const uint64_t es = 2;
     ga.a_t = 0;
@@ -102,7 +102,7 @@ void add_demo_command(CLI::App& app) {
 
     const auto summary = session.finish();
     report = fmt::format("neuronsim demo on {} ({} mode)\n\n", dev.params().preset_name,
-                         device::exec_mode_name(dev.mode())) +
+                         device_model::exec_mode_name(dev.mode())) +
              report + "\n" + traces::format_summary(summary);
     std::cout << report;
     std::ofstream(a->report) << report;

@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/program_json.h"
-#include "neuronsim/kernels/gemm.h"
-#include "neuronsim/kernels/layernorm.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/program_json.h"
+#include "neuronsim/kernels/dense_gemm.h"
+#include "neuronsim/kernels/dense_layer_norm.h"
 
 namespace ncsim {
 
@@ -16,9 +16,9 @@ using namespace neuronsim;
 
 namespace {
 
-device::DType dtype_arg(const std::string& s) {
-  auto t = device::parse_dtype(s == "fp8" ? "fp8_e4m3" : s);  // "fp8": the e4m3 encoding
-  if (!t) throw device::Error("unknown dtype '" + s + "'");
+device_model::DType dtype_arg(const std::string& s) {
+  auto t = device_model::parse_dtype(s == "fp8" ? "fp8_e4m3" : s);  // "fp8": the e4m3 encoding
+  if (!t) throw device_model::Error("unknown dtype '" + s + "'");
   return *t;
 }
 
@@ -68,23 +68,23 @@ void add_kernel_command(CLI::App& app) {
   gemm->add_option("--preset", a->preset, "preset whose tile limits to use")->capture_default_str();
   gemm->add_option("-o,--out", a->out, "output file (default stdout)");
   gemm->callback([a] {
-    const auto chip = device::parse_chip_params(device::Config::load(a->preset));
+    const auto chip = device_model::parse_chip_params(device_model::Config::load(a->preset));
     kernels::GemmSpec s;
     s.m = a->m, s.k = a->k, s.n = a->n;
     s.in_dtype = dtype_arg(a->dtype);
     s.out_dtype = dtype_arg(a->out_dtype.empty() ? a->dtype : a->out_dtype);
     s.bias = a->bias;
-    auto f = device::parse_act_func(a->epilogue);
-    if (!f) throw device::Error("unknown activation '" + a->epilogue + "'");
+    auto f = device_model::parse_act_func(a->epilogue);
+    if (!f) throw device_model::Error("unknown activation '" + a->epilogue + "'");
     s.epilogue = *f;
-    const uint64_t es = device::dtype_size(s.in_dtype), oes = device::dtype_size(s.out_dtype);
+    const uint64_t es = device_model::dtype_size(s.in_dtype), oes = device_model::dtype_size(s.out_dtype);
     kernels::GemmAddresses ad;
     ad.a_t = 0;
     ad.b = align(ad.a_t + uint64_t{s.k} * s.m * es);
     ad.bias = align(ad.b + uint64_t{s.k} * s.n * es);
     ad.c = align(ad.bias + uint64_t{s.n} * es);
-    const std::string in_name(device::dtype_name(s.in_dtype));
-    nlohmann::json j = device::program_to_json(kernels::build_gemm(s, ad, chip.core));
+    const std::string in_name(device_model::dtype_name(s.in_dtype));
+    nlohmann::json j = device_model::program_to_json(kernels::build_gemm(s, ad, chip.core));
     j["hbm_regions"] = {
         region("a_t", ad.a_t, uint64_t{s.k} * s.m * es,
                {{"kind", "normal"}, {"dtype", in_name}, {"seed", 1}}),
@@ -93,7 +93,7 @@ void add_kernel_command(CLI::App& app) {
         region("bias", ad.bias, uint64_t{s.n} * es,
                {{"kind", "normal"}, {"dtype", in_name}, {"seed", 3}}),
         region("c", ad.c, uint64_t{s.m} * s.n * oes, nullptr,
-               std::string(device::dtype_name(s.out_dtype)))};
+               std::string(device_model::dtype_name(s.out_dtype)))};
     write(j, a->out);
   });
 
@@ -104,16 +104,16 @@ void add_kernel_command(CLI::App& app) {
   ln->add_option("--preset", a->preset)->capture_default_str();
   ln->add_option("-o,--out", a->out, "output file (default stdout)");
   ln->callback([a] {
-    const auto chip = device::parse_chip_params(device::Config::load(a->preset));
+    const auto chip = device_model::parse_chip_params(device_model::Config::load(a->preset));
     kernels::LayerNormSpec s;
     s.rows = a->rows, s.dim = a->dim, s.dtype = dtype_arg(a->dtype);
-    const uint64_t es = device::dtype_size(s.dtype);
+    const uint64_t es = device_model::dtype_size(s.dtype);
     kernels::LayerNormAddresses ad;
     ad.x = 0;
     ad.gamma = align(uint64_t{s.rows} * s.dim * es);
     ad.beta = align(ad.gamma + uint64_t{s.dim} * es);
     ad.y = align(ad.beta + uint64_t{s.dim} * es);
-    nlohmann::json j = device::program_to_json(kernels::build_layernorm(s, ad, chip.core));
+    nlohmann::json j = device_model::program_to_json(kernels::build_layernorm(s, ad, chip.core));
     j["hbm_regions"] = {region("x", ad.x, uint64_t{s.rows} * s.dim * es,
                                {{"kind", "normal"}, {"dtype", a->dtype}, {"seed", 4}}),
                         region("gamma", ad.gamma, uint64_t{s.dim} * es,

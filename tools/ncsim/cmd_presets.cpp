@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "commands.h"
-#include "neuronsim/device/config.h"
+#include "neuronsim/device_model/config.h"
 
 namespace ncsim {
 
@@ -13,15 +13,15 @@ void add_presets_command(CLI::App& app) {
   cmd->require_subcommand(1);
   auto name = std::make_shared<std::string>();
   cmd->add_subcommand("list", "built-in presets")->callback([] {
-    for (const auto& n : device::Config::builtin_names()) {
-      const auto c = device::Config::load(n);
+    for (const auto& n : device_model::Config::builtin_names()) {
+      const auto c = device_model::Config::load(n);
       std::cout << n << "  " << c.tree()["preset"].value("description", "") << "\n";
     }
   });
   auto* show = cmd->add_subcommand("show", "every parameter with its value and source");
   show->add_option("preset", *name)->required();
   show->callback([name] {
-    const auto c = device::Config::load(*name);
+    const auto c = device_model::Config::load(*name);
     for (const auto& k : c.keys()) {
       const nlohmann::json* node = &c.tree();
       size_t start = 0;

@@ -7,8 +7,8 @@
 
 #include "commands.h"
 #include "hbm_regions.h"
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/program_json.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/program_json.h"
 #include "session.h"
 
 namespace ncsim {
@@ -23,7 +23,7 @@ void add_run_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("run", "run a program file on a simulated NeuronCore");
-  cmd->add_option("program", args->program, "program JSON (see device/docs/ISA.md)")->required();
+  cmd->add_option("program", args->program, "program JSON (see device_model/docs/ISA.md)")->required();
   args->device.add_to(*cmd);
   cmd->add_option("--trace", args->trace, "write a Chrome/Perfetto trace here");
   cmd->add_option("--summary-json", args->summary_json, "write the summary as JSON here");
@@ -32,16 +32,16 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--core", args->core, "NeuronCore to run on")->capture_default_str();
   cmd->callback([args] {
     std::ifstream in(args->program);
-    if (!in) throw device::Error("cannot open program file '" + args->program + "'");
+    if (!in) throw device_model::Error("cannot open program file '" + args->program + "'");
     std::stringstream ss;
     ss << in.rdbuf();
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(ss.str());
     } catch (const nlohmann::json::parse_error& e) {
-      throw device::ProgramFormatError(args->program + ": not valid JSON: " + e.what());
+      throw device_model::ProgramFormatError(args->program + ": not valid JSON: " + e.what());
     }
-    const device::Program program = device::program_from_json(j);
+    const device_model::Program program = device_model::program_from_json(j);
     const auto regions = read_region_io(j);
     Session session(args->device, args->core + 1, args->trace);
     initialise_regions(regions, session.device());
@@ -51,7 +51,7 @@ void add_run_command(CLI::App& app) {
                              program.name, program.instruction_count(), args->core,
                              result.duration().us());
     std::cout << traces::format_summary(summary);
-    if (session.device().mode() != device::ExecMode::kTiming) {
+    if (session.device().mode() != device_model::ExecMode::kTiming) {
       const std::string outputs = describe_outputs(regions, session.device());
       if (!outputs.empty()) std::cout << "\n" << outputs;
     }

@@ -1,6 +1,6 @@
 // ncsim scalesim: a GEMM in SCALE-Sim's terms (M x K times K x N, weight stationary on the
 // preset's PE array). Writes the topology, config and layout files SCALE-Sim 3 needs, then runs
-// the GEMM in SCALE-Sim's dataflow (kernels/gemm_ws.h) through the device model with
+// the GEMM in SCALE-Sim's dataflow (kernels/scalesim_gemm.h) through the device model with
 // tensor.timing_mode=scalesim and prints TensorE's simulated cycle count next to SCALE-Sim's
 // fold formula, so SCALE-Sim's own "Total Cycles" can be compared with both (HARDWARE.md 7).
 #include <filesystem>
@@ -10,11 +10,11 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "neuronsim/device/config.h"
-#include "neuronsim/device/device.h"
-#include "neuronsim/device/errors.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/kernels/gemm_ws.h"
+#include "neuronsim/device_model/config.h"
+#include "neuronsim/device_model/device.h"
+#include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/kernels/scalesim_gemm.h"
 
 namespace ncsim {
 
@@ -40,15 +40,15 @@ void add_scalesim_command(CLI::App& app) {
   cmd->add_option("-o,--out", a->out, "directory for topology.csv, scalesim.cfg, layout.csv")
       ->capture_default_str();
   cmd->callback([a] {
-    device::Config config = device::Config::load(a->preset);
+    device_model::Config config = device_model::Config::load(a->preset);
     config.apply_overrides(a->overrides);
     config.apply_overrides({"tensor.timing_mode=scalesim"});
-    const auto dtype = device::parse_dtype(a->dtype);
-    if (!dtype) throw device::Error("unknown dtype '" + a->dtype + "'");
-    device::DeviceOptions opts;
+    const auto dtype = device_model::parse_dtype(a->dtype);
+    if (!dtype) throw device_model::Error("unknown dtype '" + a->dtype + "'");
+    device_model::DeviceOptions opts;
     opts.cores = 1;
-    opts.mode = device::ExecMode::kTiming;
-    device::Device dev(config, opts);
+    opts.mode = device_model::ExecMode::kTiming;
+    device_model::Device dev(config, opts);
     const auto& t = dev.params().core.tensor;
 
     // SCALE-Sim 3.0.0 needs, even for a GEMM, a [layout] and a [sparsity] section and a layout
@@ -78,12 +78,12 @@ void add_scalesim_command(CLI::App& app) {
     kernels::GemmSpec g;
     g.m = a->m, g.k = a->k, g.n = a->n;
     g.in_dtype = g.out_dtype = *dtype;
-    const uint64_t es = device::dtype_size(*dtype);
+    const uint64_t es = device_model::dtype_size(*dtype);
     auto align = [](uint64_t x) { return (x + 4095) / 4096 * 4096; };
     kernels::GemmAddresses ad;
     ad.b = align(uint64_t{g.k} * g.m * es);
     ad.c = ad.b + align(uint64_t{g.k} * g.n * es);
-    const device::Program program = kernels::build_gemm_weight_stationary(g, ad, core);
+    const device_model::Program program = kernels::build_gemm_weight_stationary(g, ad, core);
     const auto run = dev.run(0, program);
     const uint64_t cycles = static_cast<uint64_t>(dev.stats().value("nc0.tensor.busy_cycles"));
 

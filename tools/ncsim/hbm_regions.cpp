@@ -5,18 +5,18 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/errors.h"
+#include "neuronsim/device_model/errors.h"
 #include "neuronsim/reference/host_checks.h"
 
 namespace ncsim {
 
-using neuronsim::device::DType;
-using neuronsim::device::ProgramFormatError;
+using neuronsim::device_model::DType;
+using neuronsim::device_model::ProgramFormatError;
 
 namespace {
 DType dtype_of(const nlohmann::json& j, const std::string& where) {
   const std::string n = j.value("dtype", "fp32");
-  auto t = neuronsim::device::parse_dtype(n);
+  auto t = neuronsim::device_model::parse_dtype(n);
   if (!t) throw ProgramFormatError(fmt::format("{}: unknown dtype '{}'", where, n));
   return *t;
 }
@@ -40,7 +40,7 @@ std::vector<RegionIo> read_region_io(const nlohmann::json& program) {
   return out;
 }
 
-void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device::Device& dev) {
+void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device_model::Device& dev) {
   for (const auto& r : regions) {
     if (r.init.is_null()) continue;
     const std::string where = "hbm region '" + r.name + "' init";
@@ -50,7 +50,7 @@ void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device:
     uint8_t* p = dev.hbm_data() + r.offset;
     const std::string kind = r.init.value("kind", "zeros");
     const DType t = dtype_of(r.init, where);
-    const uint64_t n = r.bytes / neuronsim::device::dtype_size(t);
+    const uint64_t n = r.bytes / neuronsim::device_model::dtype_size(t);
     const uint64_t seed = r.init.value("seed", uint64_t{1});
     if (kind == "zeros") {
       std::memset(p, 0, r.bytes);
@@ -62,7 +62,7 @@ void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device:
                                               r.init.value("high", 1.0f));
       for (uint64_t i = 0; i < n; ++i) {
         const float v = kind == "ones" ? 1.0f : (kind == "iota" ? static_cast<float>(i) : u(rng));
-        neuronsim::device::store_float(p + i * neuronsim::device::dtype_size(t), t, v);
+        neuronsim::device_model::store_float(p + i * neuronsim::device_model::dtype_size(t), t, v);
       }
     } else {
       throw ProgramFormatError(
@@ -71,14 +71,14 @@ void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device:
   }
 }
 
-std::string describe_outputs(const std::vector<RegionIo>& regions, neuronsim::device::Device& dev) {
+std::string describe_outputs(const std::vector<RegionIo>& regions, neuronsim::device_model::Device& dev) {
   std::string out;
   for (const auto& r : regions) {
     if (r.output_dtype.empty()) continue;
-    auto t = neuronsim::device::parse_dtype(r.output_dtype);
+    auto t = neuronsim::device_model::parse_dtype(r.output_dtype);
     if (!t) throw ProgramFormatError("hbm region '" + r.name + "': unknown output dtype");
     const auto v = neuronsim::reference::read_floats(dev.hbm_data() + r.offset, *t,
-                                                     r.bytes / neuronsim::device::dtype_size(*t));
+                                                     r.bytes / neuronsim::device_model::dtype_size(*t));
     double sum = 0, sq = 0;
     for (float x : v) sum += x, sq += static_cast<double>(x) * x;
     out += fmt::format("output {:<10} {} x {}: sum {:.6g}, sum of squares {:.6g}\n", r.name,

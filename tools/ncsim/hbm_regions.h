@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "neuronsim/device/device.h"
+#include "neuronsim/device_model/device.h"
 
 namespace ncsim {
 
@@ -18,8 +18,8 @@ struct RegionIo {
 };
 
 std::vector<RegionIo> read_region_io(const nlohmann::json& program);
-void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device::Device& dev);
+void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device_model::Device& dev);
 /// One line per output region: element count, sum and sum of squares of its values.
-std::string describe_outputs(const std::vector<RegionIo>& regions, neuronsim::device::Device& dev);
+std::string describe_outputs(const std::vector<RegionIo>& regions, neuronsim::device_model::Device& dev);
 
 }  // namespace ncsim

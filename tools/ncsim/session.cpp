@@ -1,18 +1,18 @@
 #include "session.h"
 
-#include "neuronsim/device/errors.h"
+#include "neuronsim/device_model/errors.h"
 
 namespace ncsim {
 
 using namespace neuronsim;
 
 Session::Session(const DeviceArgs& args, uint32_t cores, const std::string& trace_path) {
-  device::Config config = device::Config::load(args.preset);
+  device_model::Config config = device_model::Config::load(args.preset);
   config.apply_overrides(args.overrides);
-  device::DeviceOptions opts;
+  device_model::DeviceOptions opts;
   opts.cores = cores;
-  opts.mode = *device::parse_exec_mode(args.mode);
-  device_ = std::make_unique<device::Device>(config, opts);
+  opts.mode = *device_model::parse_exec_mode(args.mode);
+  device_ = std::make_unique<device_model::Device>(config, opts);
   std::vector<sim::TraceSink*> sinks{&memory_};
   if (!trace_path.empty()) {
     file_ = std::make_unique<traces::ChromeJsonSink>(trace_path);

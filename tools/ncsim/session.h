@@ -5,7 +5,7 @@
 #include <string>
 
 #include "commands.h"
-#include "neuronsim/device/device.h"
+#include "neuronsim/device_model/device.h"
 #include "neuronsim/traces/sinks.h"
 #include "neuronsim/traces/summary.h"
 
@@ -16,12 +16,12 @@ class Session {
   /// Builds the device from the preset and overrides; traces to `trace_path` when not empty and
   /// always keeps an in-memory copy for the summary.
   Session(const DeviceArgs& args, uint32_t cores, const std::string& trace_path);
-  neuronsim::device::Device& device() { return *device_; }
+  neuronsim::device_model::Device& device() { return *device_; }
   /// Closes the trace file and summarises the run.
   neuronsim::traces::Summary finish();
 
  private:
-  std::unique_ptr<neuronsim::device::Device> device_;
+  std::unique_ptr<neuronsim::device_model::Device> device_;
   std::unique_ptr<neuronsim::traces::ChromeJsonSink> file_;
   neuronsim::traces::MemoryTraceSink memory_;
   std::unique_ptr<neuronsim::traces::TeeTraceSink> tee_;

@@ -25,7 +25,7 @@ double scale_of(const OpCall& call, int64_t head_dim) {
   return call.number("scale", 1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
-// neuronsim::sdpa (python/neuronsim/compiler/attention.py: what scaled_dot_product_attention and
+// neuronsim::sdpa (python/neuronsim/torch_compile/attention.py: what scaled_dot_product_attention and
 // the hand-written softmax(q @ k^T * scale) @ v become): one flash attention program.
 void lower_attention(Lowerer& l) {
   const int q = l.tensor("q"), k = l.tensor("k"), v = l.tensor("v");
@@ -41,8 +41,8 @@ void lower_attention(Lowerer& l) {
   for (int x : {q, k, v, out}) {
     const graph::TensorMeta& m = l.meta(x);
     if (!m.on_device || m.dim() < 2 || m.dtype != qm.dtype || m.is_bool() ||
-        (m.dtype != device::DType::kFp32 && m.dtype != device::DType::kBf16 &&
-         m.dtype != device::DType::kFp16)) {
+        (m.dtype != device_model::DType::kFp32 && m.dtype != device_model::DType::kBf16 &&
+         m.dtype != device_model::DType::kFp16)) {
       throw graph::NotLowered(
           "attention operands of one float dtype on the device are needed; got " + m.to_string());
     }
@@ -101,6 +101,7 @@ std::vector<OpRule> attention_rules() {
   };
   // The program writes the output, not the logsumexp (nothing reads it without a backward).
   fused.host_values_reason = "the flash attention program does not write the logsumexp";
+  fused.backend_values = true;  // PrivateUse1's own op: no CPU kernel
 
   OpRule graph_sdpa;
   graph_sdpa.name = "neuronsim::sdpa";

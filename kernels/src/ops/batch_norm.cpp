@@ -179,7 +179,9 @@ std::vector<OpRule> batch_norm_rules() {
   ops.push_back(rule("aten::native_batch_norm_backward", backward, backward_supported));
   ops.push_back(rule("aten::batch_norm_backward", backward, backward_supported));
   for (OpRule& r : ops) r.cacheable = true;
-  // nn.SyncBatchNorm's phases (built per call: elemt's backward reads the counts).
+  // nn.SyncBatchNorm's phases (built per call: elemt's backward reads the counts); CUDA-only
+  // ops, whose host values the backend computes.
+  const size_t sync_first = ops.size();
   ops.push_back(rule("aten::batch_norm_stats", stats_program));
   OpRule gather = rule("aten::batch_norm_gather_stats_with_counts", gather_stats_program);
   gather.writes = {"running_mean", "running_var"};
@@ -187,6 +189,7 @@ std::vector<OpRule> batch_norm_rules() {
   ops.push_back(rule("aten::batch_norm_elemt", elemt_program));
   ops.push_back(rule("aten::batch_norm_backward_reduce", backward_reduce_program));
   ops.push_back(rule("aten::batch_norm_backward_elemt", backward_elemt_program));
+  for (size_t i = sync_first; i < ops.size(); ++i) ops[i].backend_values = true;
   return ops;
 }
 

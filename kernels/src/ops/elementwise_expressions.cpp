@@ -12,8 +12,8 @@
 namespace neuronsim::kernels::ops {
 namespace {
 
-using device::ActFunc;
-using device::AluOp;
+using device_model::ActFunc;
+using device_model::AluOp;
 
 using ExprFn = std::function<Arg(ExprOperands&, Expr&)>;
 using SupportFn = std::function<bool(const ExprOperands&)>;

@@ -9,8 +9,8 @@
 namespace neuronsim::kernels::ops {
 namespace {
 
-using device::ActFunc;
-using device::AluOp;
+using device_model::ActFunc;
+using device_model::AluOp;
 
 // An eager call's arguments as expression operands: device tensors become inputs (in the order
 // the rule asks for them), numbers and host scalar tensors constants.

@@ -16,9 +16,9 @@
 namespace neuronsim::kernels::ops {
 namespace {
 
-using device::ActFunc;
-using device::AluOp;
-using device::ReduceOp;
+using device_model::ActFunc;
+using device_model::AluOp;
+using device_model::ReduceOp;
 using graph::Lowerer;
 
 // One foreach call as multi-tensor groups: group i holds the i-th tensor of every list.

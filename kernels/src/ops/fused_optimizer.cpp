@@ -15,8 +15,8 @@
 namespace neuronsim::kernels::ops {
 namespace {
 
-using device::ActFunc;
-using device::AluOp;
+using device_model::ActFunc;
+using device_model::AluOp;
 
 // The parameter lists of a fused optimizer call as groups (group i: the i-th parameter).
 class FusedStep {

@@ -8,8 +8,8 @@
 namespace neuronsim::kernels::ops {
 namespace {
 
-using device::AluOp;
-using device::ReduceOp;
+using device_model::AluOp;
+using device_model::ReduceOp;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 

@@ -14,7 +14,7 @@ namespace {
 Programs indexed(const OpCall& call, const TensorArg& src, const std::vector<int64_t>& src_pos,
                  const TensorArg& dst, const std::vector<int64_t>& dst_pos, bool accumulate,
                  const TensorArg* clone_from = nullptr, float scale = 1.0f,
-                 device::AluOp combine = device::AluOp::kAdd) {
+                 device_model::AluOp combine = device_model::AluOp::kAdd) {
   Programs p;
   if (clone_from) p.push_back(build_copy(call.name(), clone_from->desc, dst.desc, call.core()));
   p.push_back(build_indexed_copy(call.name(), src.desc, src_pos, dst.desc, dst_pos, accumulate,
@@ -112,7 +112,7 @@ std::vector<OpRule> indexing_rules() {
           const std::string reduce = call.str("reduce");
           return indexed(call, src, src_pos.values, out, dst.values, acc || !reduce.empty(),
                          from ? &*from : nullptr, 1.0f,
-                         reduce == "multiply" ? device::AluOp::kMultiply : device::AluOp::kAdd);
+                         reduce == "multiply" ? device_model::AluOp::kMultiply : device_model::AluOp::kAdd);
         },
         // scatter.value_reduce (a value combined in) has no program: CPU fallback.
         [](const OpCall& call) { return call.in_schema("src") || call.str("reduce").empty(); }));

@@ -10,9 +10,9 @@
 namespace neuronsim::kernels::ops {
 namespace {
 
-using device::ActFunc;
-using device::AluOp;
-using device::ReduceOp;
+using device_model::ActFunc;
+using device_model::AluOp;
+using device_model::ReduceOp;
 using graph::Lowerer;
 
 void lower_layer_norm(Lowerer& l) {

@@ -21,8 +21,8 @@
 namespace neuronsim::kernels::ops {
 namespace {
 
-using device::ActFunc;
-using device::AluOp;
+using device_model::ActFunc;
+using device_model::AluOp;
 
 // A one-element result as a 1-d tensor of one element.
 TensorDesc one_element(TensorDesc d) {

@@ -10,7 +10,7 @@
 namespace neuronsim::kernels::ops {
 namespace {
 
-using device::AluOp;
+using device_model::AluOp;
 using graph::Lowerer;
 
 // TensorE multiplies floating-point data only; integer matmuls take the CPU fallback.

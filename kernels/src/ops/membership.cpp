@@ -39,7 +39,7 @@ Programs isin(const OpCall& call) {
   if (call.kind(te) != ArgKind::kTensor) {  // Tensor_Scalar: one compare per element
     Expr e;
     e.integer = integer;
-    e.alu(invert ? device::AluOp::kNotEqual : device::AluOp::kIsEqual, Arg::input(0),
+    e.alu(invert ? device_model::AluOp::kNotEqual : device_model::AluOp::kIsEqual, Arg::input(0),
           Arg::constant(static_cast<float>(call.number(te, 0))));
     return {build_elementwise(call.name(), {call.tensor(el).desc}, out, e, call.core())};
   }

@@ -32,7 +32,7 @@ TensorArg TensorArg::narrow(int64_t d, int64_t start, int64_t length) const {
   TensorArg t = *this;
   const size_t i = static_cast<size_t>(wrap(d, dim()));
   const uint64_t bytes =
-      static_cast<uint64_t>(start * desc.strides[i]) * device::dtype_size(desc.dtype);
+      static_cast<uint64_t>(start * desc.strides[i]) * device_model::dtype_size(desc.dtype);
   t.desc.address += bytes;
   t.desc.sizes[i] = length;
   if (data) {

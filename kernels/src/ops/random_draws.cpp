@@ -2,19 +2,19 @@
 
 #include <cmath>
 
-#include "neuronsim/device/philox.h"
+#include "neuronsim/device_model/philox.h"
 #include "neuronsim/kernels/elementwise.h"
 #include "neuronsim/kernels/reduction.h"
 
 namespace neuronsim::kernels::ops {
 
-namespace philox = device::philox;
+namespace philox = device_model::philox;
 
 std::vector<float> philox_float_draws(const RandomSpec& s, int64_t n) {
   std::vector<float> v(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     const auto k = static_cast<uint64_t>(i);
-    float x = s.dist == device::RngDist::kNormal
+    float x = s.dist == device_model::RngDist::kNormal
                   ? s.a + s.b * philox::normal(s.seed, s.offset, k)
                   : s.a + (s.b - s.a) * philox::uniform(s.seed, s.offset, k);
     // The program's ScalarE log(u * -1 + 1) and VectorE scale, in the same fp32 steps.
@@ -35,19 +35,19 @@ std::vector<int64_t> philox_integer_draws(const RandomSpec& s, int64_t lo, int64
 }
 
 Programs random_fill_programs(const std::string& name, const TensorDesc& out,
-                              const RandomSpec& spec, const device::CoreParams& core) {
+                              const RandomSpec& spec, const device_model::CoreParams& core) {
   return {build_random(name, out, spec, core)};
 }
 
 Programs multinomial_programs(const TensorDesc& probs, const TensorDesc& q,
                               const std::vector<TensorDesc>& sample_columns,
                               const std::vector<RandomSpec>& passes,
-                              const device::CoreParams& core) {
+                              const device_model::CoreParams& core) {
   Expr ratio;
-  ratio.alu(device::AluOp::kDivide, Arg::input(0), Arg::input(1));
+  ratio.alu(device_model::AluOp::kDivide, Arg::input(0), Arg::input(1));
   ReduceSpec argmax;
   argmax.dims = {1};
-  argmax.op = device::ReduceOp::kMax;
+  argmax.op = device_model::ReduceOp::kMax;
   argmax.arg = true;
   Programs p;
   const char* name = "aten::multinomial";

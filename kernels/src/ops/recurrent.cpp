@@ -65,6 +65,7 @@ std::vector<OpRule> recurrent_rules() {
     OpRule r;
     r.name = name;
     r.build = build;
+    r.backend_values = true;  // the CPU has no kernel for the fused cells
     ops.push_back(std::move(r));
   }
   return ops;

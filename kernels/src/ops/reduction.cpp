@@ -13,7 +13,7 @@
 namespace neuronsim::kernels::ops {
 namespace {
 
-using device::ReduceOp;
+using device_model::ReduceOp;
 using graph::Lowerer;
 
 // The reduced dims, wrapped; empty (everything) when absent or None, or for a 0-d input.

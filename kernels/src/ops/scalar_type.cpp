@@ -42,8 +42,8 @@ int element_size(ScalarType t) {
   return i ? i->size : 0;
 }
 
-std::optional<device::DType> device_dtype(ScalarType t) {
-  using device::DType;
+std::optional<device_model::DType> device_dtype(ScalarType t) {
+  using device_model::DType;
   switch (t) {
     case ScalarType::kFloat32:
     case ScalarType::kFloat64:  // computed at 32 bits

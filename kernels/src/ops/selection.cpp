@@ -46,7 +46,7 @@ bool fits(const OpCall& call, int64_t dim, int64_t max_n) {
 
 // Whether topk of `rows` rows of n takes the long-row kernel: always when the row does not fit
 // one partition; otherwise when it is cheaper by a rough VectorE cycle count (few rows).
-bool use_long_topk(int64_t rows, int64_t n, int64_t k, const device::CoreParams& core) {
+bool use_long_topk(int64_t rows, int64_t n, int64_t k, const device_model::CoreParams& core) {
   if (!long_topk_fits(n, k, core)) return false;
   if (n > max_selection_length(core)) return true;
   return long_topk_cycles(rows, n, k, core) < short_topk_cycles(rows, n, k, core);
@@ -65,7 +65,7 @@ Programs select(const OpCall& call, int64_t k, bool largest, bool allow_long = t
 // Whether sort takes the bitonic network: rows too long for selection rounds, or few rows for
 // which it is cheaper (the rounds are quadratic in the row length).
 bool use_long_sort(const OpCall& call, int64_t dim, int64_t n) {
-  const device::CoreParams& core = call.core();
+  const device_model::CoreParams& core = call.core();
   if (n > std::min(kMaxSortLength, max_selection_length(core))) return true;
   const auto v = rows_of(call.tensor(0), dim);
   return v && n <= max_long_sort_length(core) &&
@@ -98,7 +98,7 @@ std::vector<OpRule> selection_rules() {
         const TensorArg in = call.tensor(0);
         if (!in.defined) return false;
         const int64_t dim = dim_of(call, in, -1);
-        const device::CoreParams& core = call.core();
+        const device_model::CoreParams& core = call.core();
         if (fits(call, dim, max_selection_length(core))) return true;
         const int64_t n = in.dim() == 0 ? 1 : in.size(dim);
         return fits(call, dim, std::numeric_limits<int64_t>::max()) &&
@@ -120,7 +120,7 @@ std::vector<OpRule> selection_rules() {
         const TensorArg in = call.tensor(0);
         if (!in.defined) return false;
         const int64_t dim = dim_of(call, in, -1);
-        const device::CoreParams& core = call.core();
+        const device_model::CoreParams& core = call.core();
         return fits(call, dim, std::min(kMaxSortLength, max_selection_length(core))) ||
                fits(call, dim, max_long_sort_length(core));
       }));
@@ -142,7 +142,7 @@ std::vector<OpRule> selection_rules() {
           const TensorArg in = call.tensor(0);
           if (!in.defined) return false;
           const int64_t dim = dim_of(call, in, 0);
-          const device::CoreParams& core = call.core();
+          const device_model::CoreParams& core = call.core();
           if (fits(call, dim, max_scan_length(core))) return true;
           // Long rows: 32- and 16-bit float data only (the carry moves through TensorE).
           bool floats = small_float(in.type);

@@ -9,9 +9,9 @@
 namespace neuronsim::kernels::ops {
 namespace {
 
-using device::ActFunc;
-using device::AluOp;
-using device::ReduceOp;
+using device_model::ActFunc;
+using device_model::AluOp;
+using device_model::ReduceOp;
 using graph::Lowerer;
 
 int last_dim(Lowerer& l, int x, const std::string& arg) {

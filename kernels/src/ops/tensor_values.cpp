@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "neuronsim/device/dtype.h"
+#include "neuronsim/device_model/dtype.h"
 
 namespace neuronsim::kernels::ops {
 namespace {
@@ -31,17 +31,17 @@ double element(const char* p, ScalarType t) {
     case ScalarType::kInt64:
       return static_cast<double>(load<int64_t>(p));
     case ScalarType::kFloat16:
-      return device::fp16_bits_to_float(load<uint16_t>(p));
+      return device_model::fp16_bits_to_float(load<uint16_t>(p));
     case ScalarType::kBFloat16:
-      return device::bf16_bits_to_float(load<uint16_t>(p));
+      return device_model::bf16_bits_to_float(load<uint16_t>(p));
     case ScalarType::kFloat32:
       return load<float>(p);
     case ScalarType::kFloat64:
       return load<double>(p);
     case ScalarType::kFloat8E4M3:
-      return device::fp8_e4m3_bits_to_float(load<uint8_t>(p));
+      return device_model::fp8_e4m3_bits_to_float(load<uint8_t>(p));
     case ScalarType::kFloat8E5M2:
-      return device::fp8_e5m2_bits_to_float(load<uint8_t>(p));
+      return device_model::fp8_e5m2_bits_to_float(load<uint8_t>(p));
     default:
       throw std::invalid_argument(fmt::format("cannot read {} values", type_name(t)));
   }
@@ -52,8 +52,8 @@ template <typename Fn>
 void for_each_element(const TensorArg& t, Fn&& fn) {
   if (t.numel() == 0) return;
   if (!t.data) {
-    throw std::invalid_argument(
-        "the op's device program depends on tensor values, which this run does not compute");
+    throw ValuesRequired(
+        "its device program depends on tensor values (indices, counts), known only when it runs");
   }
   const int64_t es = element_size(t.type);
   const int64_t nd = t.dim();

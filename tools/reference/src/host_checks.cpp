@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "neuronsim/device/executor.h"
+#include "neuronsim/device_model/executor.h"
 
 namespace neuronsim::reference {
 
-using device::DType;
+using device_model::DType;
 using kernels::GemmAddresses;
 using kernels::GemmSpec;
 using kernels::LayerNormAddresses;
@@ -16,14 +16,14 @@ using kernels::LayerNormSpec;
 void fill_normal(uint8_t* dst, DType t, uint64_t count, uint64_t seed, float stddev) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> dist(0.0f, stddev);
-  const size_t es = device::dtype_size(t);
-  for (uint64_t i = 0; i < count; ++i) device::store_float(dst + i * es, t, dist(rng));
+  const size_t es = device_model::dtype_size(t);
+  for (uint64_t i = 0; i < count; ++i) device_model::store_float(dst + i * es, t, dist(rng));
 }
 
 std::vector<float> read_floats(const uint8_t* src, DType t, uint64_t count) {
   std::vector<float> out(count);
-  const size_t es = device::dtype_size(t);
-  for (uint64_t i = 0; i < count; ++i) out[i] = device::load_float(src + i * es, t);
+  const size_t es = device_model::dtype_size(t);
+  for (uint64_t i = 0; i < count; ++i) out[i] = device_model::load_float(src + i * es, t);
   return out;
 }
 
@@ -43,7 +43,7 @@ std::vector<double> gemm(const GemmSpec& s, const uint8_t* hbm, const GemmAddres
   }
   for (uint64_t i = 0; i < c.size(); ++i) {
     const float v = static_cast<float>(c[i] + bias[i % s.n]);
-    c[i] = device::apply_activation(s.epilogue, v);
+    c[i] = device_model::apply_activation(s.epilogue, v);
   }
   return c;
 }

@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -30,9 +30,9 @@ struct AttentionSpec {
 /// dtype the matmuls run in (P is rounded to it for P @ V, as flash kernels do); statistics and
 /// accumulators are fp32. Throws std::invalid_argument naming a bad shape, dtype or scale and
 /// std::length_error when one batch's K^T and V do not fit SBUF.
-device::Program build_flash_attention(const std::string& name, const TensorDesc& q,
+device_model::Program build_flash_attention(const std::string& name, const TensorDesc& q,
                                       const TensorDesc& k, const TensorDesc& v, const TensorDesc& o,
                                       const std::optional<TensorDesc>& mask,
-                                      const AttentionSpec& spec, const device::CoreParams& core);
+                                      const AttentionSpec& spec, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

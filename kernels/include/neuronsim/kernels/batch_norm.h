@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -22,8 +22,8 @@ struct BatchNormIo {
   bool training = true;
   float momentum = 0.1f, eps = 1e-5f;
 };
-device::Program build_batch_norm(const std::string& name, const BatchNormIo& io,
-                                 const device::CoreParams& core);
+device_model::Program build_batch_norm(const std::string& name, const BatchNormIo& io,
+                                 const device_model::CoreParams& core);
 
 /// Training: mean/invstd are save_mean/save_invstd. Eval: running_mean and running_var (invstd
 /// = 1 / sqrt(running_var + eps)).
@@ -34,8 +34,8 @@ struct BatchNormBackwardIo {
   bool training = true;
   float eps = 1e-5f;
 };
-device::Program build_batch_norm_backward(const std::string& name, const BatchNormBackwardIo& io,
-                                          const device::CoreParams& core);
+device_model::Program build_batch_norm_backward(const std::string& name, const BatchNormBackwardIo& io,
+                                          const device_model::CoreParams& core);
 
 /// nn.SyncBatchNorm's ops, which PyTorch implements for CUDA only (batch_norm_stats,
 /// batch_norm_gather_stats_with_counts, batch_norm_elemt, batch_norm_backward_reduce,
@@ -48,8 +48,8 @@ struct BatchNormStatsIo {
   TensorDesc in, mean, invstd;
   float eps = 1e-5f;
 };
-device::Program build_batch_norm_stats(const std::string& name, const BatchNormStatsIo& io,
-                                       const device::CoreParams& core);
+device_model::Program build_batch_norm_stats(const std::string& name, const BatchNormStatsIo& io,
+                                       const device_model::CoreParams& core);
 
 /// W ranks' statistics ([W, C] mean and invstd, [W] element counts) combined per channel into
 /// the global mean and invstd; the running statistics (unbiased variance) updated when given.
@@ -58,17 +58,17 @@ struct BatchNormGatherStatsIo {
   std::optional<TensorDesc> running_mean, running_var;
   float momentum = 0.1f, eps = 1e-5f;
 };
-device::Program build_batch_norm_gather_stats(const std::string& name,
+device_model::Program build_batch_norm_gather_stats(const std::string& name,
                                               const BatchNormGatherStatsIo& io,
-                                              const device::CoreParams& core);
+                                              const device_model::CoreParams& core);
 
 /// out = (x - mean) * invstd * weight + bias with given [C] statistics.
 struct BatchNormElemtIo {
   TensorDesc in, out, mean, invstd;
   std::optional<TensorDesc> weight, bias;
 };
-device::Program build_batch_norm_elemt(const std::string& name, const BatchNormElemtIo& io,
-                                       const device::CoreParams& core);
+device_model::Program build_batch_norm_elemt(const std::string& name, const BatchNormElemtIo& io,
+                                       const device_model::CoreParams& core);
 
 /// Per channel sum(g) and sum(g * (x - mean)) (this rank's part, written when given), and from
 /// them grad_weight = sum(g * (x - mean)) * invstd and grad_bias = sum(g).
@@ -76,9 +76,9 @@ struct BatchNormBackwardReduceIo {
   TensorDesc grad_out, in, mean, invstd;
   std::optional<TensorDesc> sum_dy, sum_dy_xmu, grad_weight, grad_bias;
 };
-device::Program build_batch_norm_backward_reduce(const std::string& name,
+device_model::Program build_batch_norm_backward_reduce(const std::string& name,
                                                  const BatchNormBackwardReduceIo& io,
-                                                 const device::CoreParams& core);
+                                                 const device_model::CoreParams& core);
 
 /// grad_in = (g - sum_dy / N - (x - mean) * invstd^2 * sum_dy_xmu / N) * invstd * weight from
 /// the all-reduced sums; N (`count`, every rank's elements per channel) is an immediate.
@@ -87,8 +87,8 @@ struct BatchNormBackwardElemtIo {
   std::optional<TensorDesc> weight;
   float count = 1.0f;
 };
-device::Program build_batch_norm_backward_elemt(const std::string& name,
+device_model::Program build_batch_norm_backward_elemt(const std::string& name,
                                                 const BatchNormBackwardElemtIo& io,
-                                                const device::CoreParams& core);
+                                                const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -35,10 +35,10 @@ struct ConvSpec {
 /// out = conv(input, weight) + bias: input [N, C_in, *spatial], weight [C_out, C_in / groups, *k]
 /// ([C_in, C_out / groups, *k] when transposed), bias [C_out], out [N, C_out, *spatial_out].
 /// Throws std::invalid_argument on inconsistent shapes or a band that cannot fit SBUF.
-device::Program build_convolution(const std::string& name, const TensorDesc& input,
+device_model::Program build_convolution(const std::string& name, const TensorDesc& input,
                                   const TensorDesc& weight, const std::optional<TensorDesc>& bias,
                                   const TensorDesc& out, const ConvSpec& spec,
-                                  const device::CoreParams& core);
+                                  const device_model::CoreParams& core);
 
 struct ConvBackwardIo {
   TensorDesc grad_out, input, weight;
@@ -46,16 +46,16 @@ struct ConvBackwardIo {
 };
 
 /// convolution_backward: one program per requested gradient (input, weight, bias).
-std::vector<device::Program> build_convolution_backward(const std::string& name,
+std::vector<device_model::Program> build_convolution_backward(const std::string& name,
                                                         const ConvBackwardIo& io,
                                                         const ConvSpec& spec,
-                                                        const device::CoreParams& core);
+                                                        const device_model::CoreParams& core);
 
 /// Whether the programs above can tile this convolution (forward, input and weight gradients:
 /// their weights and a one-row, column-tiled band fit SBUF); sizes as PyTorch gives them
 /// (input, weight, output).
 bool convolution_fits(const std::vector<int64_t>& input, const std::vector<int64_t>& weight,
-                      const std::vector<int64_t>& out, const ConvSpec& spec, device::DType dtype,
-                      const device::CoreParams& core);
+                      const std::vector<int64_t>& out, const ConvSpec& spec, device_model::DType dtype,
+                      const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -8,16 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/elementwise.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
 
 /// out (one element) = scale * sum over the broadcast shape of `inputs` of expr's last step.
-device::Program build_expression_sum(const std::string& name, const std::vector<TensorDesc>& inputs,
+device_model::Program build_expression_sum(const std::string& name, const std::vector<TensorDesc>& inputs,
                                      const Expr& expr, const TensorDesc& out, float scale,
-                                     const device::CoreParams& core);
+                                     const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -12,8 +12,8 @@
 #include <optional>
 #include <string>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -30,8 +30,8 @@ struct GroupNormIo {
   GroupNormShape shape;
   float eps = 1e-5f;
 };
-device::Program build_group_norm(const std::string& name, const GroupNormIo& io,
-                                 const device::CoreParams& core);
+device_model::Program build_group_norm(const std::string& name, const GroupNormIo& io,
+                                 const device_model::CoreParams& core);
 
 /// grad_out/in/grad_in contiguous like the forward's input; mean/rstd [N, G].
 struct GroupNormBackwardIo {
@@ -39,11 +39,11 @@ struct GroupNormBackwardIo {
   std::optional<TensorDesc> weight, grad_in, grad_weight, grad_bias;
   GroupNormShape shape;
 };
-device::Program build_group_norm_backward(const std::string& name, const GroupNormBackwardIo& io,
-                                          const device::CoreParams& core);
+device_model::Program build_group_norm_backward(const std::string& name, const GroupNormBackwardIo& io,
+                                          const device_model::CoreParams& core);
 
 /// Whether the kernels take this shape: at most one partition tile of groups, C divisible by
 /// G, and the per-channel columns of a tile fit beside the streamed chunks.
-bool group_norm_fits(const GroupNormShape& s, const device::CoreParams& core);
+bool group_norm_fits(const GroupNormShape& s, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -22,8 +22,8 @@ struct HistogramSpec {
 };
 
 /// `out` holds `bins` elements (contiguous).
-device::Program build_histogram(const std::string& name, const TensorDesc& in,
+device_model::Program build_histogram(const std::string& name, const TensorDesc& in,
                                 const TensorDesc& out, const HistogramSpec& spec,
-                                const device::CoreParams& core);
+                                const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/isa.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/isa.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -17,16 +17,16 @@ namespace neuronsim::kernels {
 /// dst[dst_pos[i]] = src[src_pos[i]], or with `accumulate` dst[dst_pos[i]] = dst[dst_pos[i]]
 /// `combine` (src[src_pos[i]] * scale) (index_add's alpha, scatter's reduce="multiply"):
 /// positions are logical row-major element indices into each tensor's shape.
-device::Program build_indexed_copy(const std::string& name, const TensorDesc& src,
+device_model::Program build_indexed_copy(const std::string& name, const TensorDesc& src,
                                    const std::vector<int64_t>& src_pos, const TensorDesc& dst,
                                    const std::vector<int64_t>& dst_pos, bool accumulate,
-                                   const device::CoreParams& core, float scale = 1.0f,
-                                   device::AluOp combine = device::AluOp::kAdd);
+                                   const device_model::CoreParams& core, float scale = 1.0f,
+                                   device_model::AluOp combine = device_model::AluOp::kAdd);
 
 /// dst[dst_pos[i]] = value: a memset in SBUF, then one DMA per contiguous run.
-device::Program build_indexed_fill(const std::string& name, const TensorDesc& dst,
+device_model::Program build_indexed_fill(const std::string& name, const TensorDesc& dst,
                                    const std::vector<int64_t>& dst_pos, float value,
-                                   const device::CoreParams& core);
+                                   const device_model::CoreParams& core);
 
 /// Memory offset (elements) of a logical row-major position.
 int64_t element_offset(const TensorDesc& t, int64_t position);

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -18,15 +18,15 @@ struct LayerNormIo {
   int64_t normalized_dims = 1;
   float eps = 1e-5f;
 };
-device::Program build_layer_norm(const std::string& name, const LayerNormIo& io,
-                                 const device::CoreParams& core);
+device_model::Program build_layer_norm(const std::string& name, const LayerNormIo& io,
+                                 const device_model::CoreParams& core);
 
 struct LayerNormBackwardIo {
   TensorDesc grad_out, in, mean, rstd;
   std::optional<TensorDesc> weight, grad_in, grad_weight, grad_bias;
   int64_t normalized_dims = 1;
 };
-device::Program build_layer_norm_backward(const std::string& name, const LayerNormBackwardIo& io,
-                                          const device::CoreParams& core);
+device_model::Program build_layer_norm_backward(const std::string& name, const LayerNormBackwardIo& io,
+                                          const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

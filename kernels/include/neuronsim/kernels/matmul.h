@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/isa.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/isa.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -18,7 +18,7 @@ namespace neuronsim::kernels {
 struct MatmulSpec {
   float alpha = 1.0f;
   float beta = 1.0f;  // scales the bias, when there is one
-  device::ActFunc epilogue = device::ActFunc::kCopy;
+  device_model::ActFunc epilogue = device_model::ActFunc::kCopy;
   /// One-element fp32 tensors in device memory that multiply the product with alpha
   /// (torch._scaled_mm's tensor-wise scale_a and scale_b): read by the program, so their values
   /// need not be known when it is built.
@@ -27,8 +27,8 @@ struct MatmulSpec {
 
 /// a: [..., M, K], b: [..., K, N], c: [..., M, N] with equal batch dims (a or b may have
 /// batch stride 0); bias broadcastable to c. Throws std::invalid_argument on mismatched shapes.
-device::Program build_matmul(const std::string& name, const TensorDesc& a, const TensorDesc& b,
+device_model::Program build_matmul(const std::string& name, const TensorDesc& a, const TensorDesc& b,
                              const TensorDesc& c, const std::optional<TensorDesc>& bias,
-                             const MatmulSpec& spec, const device::CoreParams& core);
+                             const MatmulSpec& spec, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

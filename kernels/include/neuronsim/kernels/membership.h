@@ -7,27 +7,27 @@
 #include <optional>
 #include <string>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
 
 /// out = isin(elements, tests) (`invert`: not in). `elements` null: the scalar `element` is
 /// tested and out has one element. `integer` compares as int32 (both sides integer data).
-device::Program build_isin(const std::string& name, const std::optional<TensorDesc>& elements,
+device_model::Program build_isin(const std::string& name, const std::optional<TensorDesc>& elements,
                            float element, const TensorDesc& tests, const TensorDesc& out,
-                           bool invert, bool integer, const device::CoreParams& core);
+                           bool invert, bool integer, const device_model::CoreParams& core);
 
 /// The number of distinct values of a contiguous `in` (unique's output size), written as int32 to
 /// `count`: elements on partitions (128 per tile), the whole tensor broadcast along the free axis;
 /// an element is the first of its value when no lower index holds an equal value (is_equal
 /// against the row, masked by an iota of j < i, or-reduced). The first-occurrence flags are
 /// summed per partition, then across partitions (TensorE transpose, row sum).
-device::Program build_unique_count(const std::string& name, const TensorDesc& in,
-                                   const TensorDesc& count, const device::CoreParams& core);
+device_model::Program build_unique_count(const std::string& name, const TensorDesc& in,
+                                   const TensorDesc& count, const device_model::CoreParams& core);
 
 /// The most test elements (isin) or input elements (unique) the kernels keep in SBUF.
-int64_t max_isin_tests(const device::CoreParams& core);
+int64_t max_isin_tests(const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

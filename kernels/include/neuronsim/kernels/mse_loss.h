@@ -3,15 +3,15 @@
 // sum (expression_sum.h) of the squared difference.
 #include <string>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
 
 /// out (one element) = scale * sum over `sizes` of (a - b)^2.
-device::Program build_squared_error_sum(const std::string& name, const TensorDesc& a,
+device_model::Program build_squared_error_sum(const std::string& name, const TensorDesc& a,
                                         const TensorDesc& b, const TensorDesc& out, float scale,
-                                        const device::CoreParams& core);
+                                        const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

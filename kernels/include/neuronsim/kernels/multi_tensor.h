@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "neuronsim/device/isa.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/isa.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -44,15 +44,15 @@ struct MtArg {
 
 struct MtStep {
   enum Kind { kAlu, kAct, kSelect, kBroadcast } kind = kAlu;
-  device::AluOp alu = device::AluOp::kAdd;       // kAlu: a op b
-  device::ActFunc act = device::ActFunc::kCopy;  // kAct: act(a * scale + bias)
+  device_model::AluOp alu = device_model::AluOp::kAdd;       // kAlu: a op b
+  device_model::ActFunc act = device_model::ActFunc::kCopy;  // kAct: act(a * scale + bias)
   float scale = 1.0f, bias = 0.0f;
   MtArg a, b, c;  // kSelect: a != 0 ? b : c; kBroadcast: a scalar value as a per-element one
 };
 
 struct MtReduction {
   MtArg value;  // a per-element value
-  device::ReduceOp op = device::ReduceOp::kAdd;
+  device_model::ReduceOp op = device_model::ReduceOp::kAdd;
   bool across_groups = false;  // one result over every group instead of one per group
 };
 
@@ -66,11 +66,11 @@ struct MtExpr {
   std::vector<std::pair<MtArg, int>> scalar_stores;
   bool integer = false;  // exact int32 arithmetic (no reductions)
 
-  MtArg alu(device::AluOp op, MtArg a, MtArg b);
-  MtArg act(device::ActFunc f, MtArg a, float scale = 1.0f, float bias = 0.0f);
+  MtArg alu(device_model::AluOp op, MtArg a, MtArg b);
+  MtArg act(device_model::ActFunc f, MtArg a, float scale = 1.0f, float bias = 0.0f);
   MtArg select(MtArg pred, MtArg on_true, MtArg on_false);
   MtArg broadcast(MtArg scalar_value);
-  MtArg reduce(MtArg value, device::ReduceOp op, bool across_groups = false);
+  MtArg reduce(MtArg value, device_model::ReduceOp op, bool across_groups = false);
 };
 
 /// One group: tensors and outputs share a shape (tensors may broadcast to it).
@@ -82,7 +82,7 @@ struct MtGroup {
 
 /// Throws std::invalid_argument for an expression that mixes per-element values with reduction
 /// results, or operands a group lacks.
-device::Program build_multi_tensor(const std::string& name, const std::vector<MtGroup>& groups,
-                                   const MtExpr& expr, const device::CoreParams& core);
+device_model::Program build_multi_tensor(const std::string& name, const std::vector<MtGroup>& groups,
+                                   const MtExpr& expr, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

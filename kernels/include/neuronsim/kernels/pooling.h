@@ -10,8 +10,8 @@
 #include <optional>
 #include <string>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -27,19 +27,19 @@ struct PoolSpec {
 };
 
 /// out (and, for max, indices: the flat index into the pooled dims of the input) from input.
-device::Program build_pooling(const std::string& name, const TensorDesc& input,
+device_model::Program build_pooling(const std::string& name, const TensorDesc& input,
                               const TensorDesc& out, const std::optional<TensorDesc>& indices,
-                              const PoolSpec& spec, const device::CoreParams& core);
+                              const PoolSpec& spec, const device_model::CoreParams& core);
 
 /// grad_input from grad_out (and, for max, the saved indices).
-device::Program build_pooling_backward(const std::string& name, const TensorDesc& grad_out,
+device_model::Program build_pooling_backward(const std::string& name, const TensorDesc& grad_out,
                                        const std::optional<TensorDesc>& indices,
                                        const TensorDesc& grad_input, const PoolSpec& spec,
-                                       const device::CoreParams& core);
+                                       const device_model::CoreParams& core);
 
 /// Whether one image's padded input (per channel) fits SBUF for the backward, and the forward
 /// can tile it; sizes as PyTorch gives them.
 bool pooling_fits(const std::vector<int64_t>& input, const std::vector<int64_t>& out,
-                  const PoolSpec& spec, const device::CoreParams& core);
+                  const PoolSpec& spec, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

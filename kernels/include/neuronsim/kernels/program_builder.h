@@ -5,19 +5,19 @@
 #include <map>
 #include <string>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 
 namespace neuronsim::kernels {
 
-using device::StreamId;
+using device_model::StreamId;
 
-inline constexpr StreamId kTensor{device::EngineKind::kTensor, 0};
-inline constexpr StreamId kVector{device::EngineKind::kVector, 0};
-inline constexpr StreamId kScalar{device::EngineKind::kScalar, 0};
-inline constexpr StreamId kGpSimd{device::EngineKind::kGpSimd, 0};
+inline constexpr StreamId kTensor{device_model::EngineKind::kTensor, 0};
+inline constexpr StreamId kVector{device_model::EngineKind::kVector, 0};
+inline constexpr StreamId kScalar{device_model::EngineKind::kScalar, 0};
+inline constexpr StreamId kGpSimd{device_model::EngineKind::kGpSimd, 0};
 inline StreamId dma_queue(uint8_t q) {
-  return {device::EngineKind::kDma, q};
+  return {device_model::EngineKind::kDma, q};
 }
 
 class ProgramBuilder {
@@ -27,10 +27,10 @@ class ProgramBuilder {
     int32_t value = 0;  // 0: nothing to wait for
   };
 
-  explicit ProgramBuilder(std::string name, const device::CoreParams& core);
+  explicit ProgramBuilder(std::string name, const device_model::CoreParams& core);
 
   /// Appends a data instruction.
-  void emit(StreamId s, const device::Instruction& in);
+  void emit(StreamId s, const device_model::Instruction& in);
   /// Signals `s`'s semaphore after its preceding work; returns the token consumers wait on.
   Token mark(StreamId s);
   /// Makes `s` wait for a token (no-op when already covered).
@@ -41,12 +41,12 @@ class ProgramBuilder {
   uint64_t alloc_psum_bank();
   void add_hbm_region(const std::string& name, uint64_t offset, uint64_t bytes);
 
-  device::Program build() &&;
+  device_model::Program build() &&;
 
  private:
   uint16_t sem_of(StreamId s) const;
-  device::Program program_;
-  const device::CoreParams& core_;
+  device_model::Program program_;
+  const device_model::CoreParams& core_;
   std::map<uint16_t, int32_t> signals_;
   std::map<std::pair<std::string, uint16_t>, int32_t> waited_;
   uint64_t sbuf_next_ = 0;

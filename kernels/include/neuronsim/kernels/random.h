@@ -5,15 +5,15 @@
 #include <optional>
 #include <string>
 
-#include "neuronsim/device/isa.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/isa.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
 
 struct RandomSpec {
-  device::RngDist dist = device::RngDist::kUniform;
+  device_model::RngDist dist = device_model::RngDist::kUniform;
   float a = 0.0f, b = 1.0f;
   uint64_t seed = 0, offset = 0;
   /// bernoulli: out = (u < p), p a constant or a tensor broadcastable to out.
@@ -26,7 +26,7 @@ struct RandomSpec {
 };
 
 /// Element i (row-major over out) draws stream word i; exact for contiguous outputs.
-device::Program build_random(const std::string& name, const TensorDesc& out, const RandomSpec& spec,
-                             const device::CoreParams& core);
+device_model::Program build_random(const std::string& name, const TensorDesc& out, const RandomSpec& spec,
+                             const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -6,20 +6,20 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
 
 /// out = in reversed along `dims` (same sizes).
-device::Program build_flip(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                           const std::vector<int64_t>& dims, const device::CoreParams& core);
+device_model::Program build_flip(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                           const std::vector<int64_t>& dims, const device_model::CoreParams& core);
 
 /// out = in rotated by shifts[k] along dims[k] (out[(i + s) mod n] = in[i]); one block copy per
 /// combination of the two halves of every rolled dim.
-device::Program build_roll(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+device_model::Program build_roll(const std::string& name, const TensorDesc& in, const TensorDesc& out,
                            const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims,
-                           const device::CoreParams& core);
+                           const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -23,8 +23,8 @@ struct LstmCellIo {
   std::optional<TensorDesc> input_bias, hidden_bias;
   TensorDesc hy, cy, workspace;
 };
-device::Program build_lstm_cell(const std::string& name, const LstmCellIo& io,
-                                const device::CoreParams& core);
+device_model::Program build_lstm_cell(const std::string& name, const LstmCellIo& io,
+                                const device_model::CoreParams& core);
 
 /// grad_hy/grad_cy [B, H] (at least one); grad_gates [B, 4H], grad_cx [B, H]; grad_bias [4H]
 /// (the column sum of grad_gates) when given.
@@ -34,9 +34,9 @@ struct LstmCellBackwardIo {
   TensorDesc grad_gates, grad_cx;
   std::optional<TensorDesc> grad_bias;
 };
-std::vector<device::Program> build_lstm_cell_backward(const std::string& name,
+std::vector<device_model::Program> build_lstm_cell_backward(const std::string& name,
                                                       const LstmCellBackwardIo& io,
-                                                      const device::CoreParams& core);
+                                                      const device_model::CoreParams& core);
 
 /// Gates [B, 3H] (reset, update, new); hx, hy [B, H]; workspace [B, 5H] receives (reset,
 /// update, new, hx, hidden new-gate projection with its bias), as CUDA's kernel lays it out.
@@ -45,8 +45,8 @@ struct GruCellIo {
   std::optional<TensorDesc> input_bias, hidden_bias;
   TensorDesc hy, workspace;
 };
-device::Program build_gru_cell(const std::string& name, const GruCellIo& io,
-                               const device::CoreParams& core);
+device_model::Program build_gru_cell(const std::string& name, const GruCellIo& io,
+                               const device_model::CoreParams& core);
 
 /// grad_hy [B, H], workspace [B, 5H]; grad_input_gates/grad_hidden_gates [B, 3H], grad_hx
 /// [B, H]; the bias gradients [3H] are their column sums when given.
@@ -55,8 +55,8 @@ struct GruCellBackwardIo {
   TensorDesc grad_input_gates, grad_hidden_gates, grad_hx;
   std::optional<TensorDesc> grad_input_bias, grad_hidden_bias;
 };
-std::vector<device::Program> build_gru_cell_backward(const std::string& name,
+std::vector<device_model::Program> build_gru_cell_backward(const std::string& name,
                                                      const GruCellBackwardIo& io,
-                                                     const device::CoreParams& core);
+                                                     const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

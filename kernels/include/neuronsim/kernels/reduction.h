@@ -6,34 +6,16 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/isa.h"
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/isa.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
+#include "neuronsim/kernels/reduce_spec.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
 
-/// The VectorE ALU op that folds two partial results of a reduction.
-device::AluOp combine_op(device::ReduceOp r);
-
-struct ReduceSpec {
-  std::vector<int64_t> dims;  // reduced dims of `in` (empty: all)
-  device::ReduceOp op = device::ReduceOp::kAdd;
-  float scale = 1.0f;  // applied to the result (mean: 1/N)
-  bool arg = false;    // return the index of the first max/min instead of the value
-  // var/std: mean first, then sum((x - mean)^2) * scale; `sqrt` for std.
-  bool variance = false;
-  bool sqrt = false;
-  // any/all: reduce (x != 0) instead of x.
-  bool nonzero = false;
-  // Vector norms: reduce |x| (abs), raised to `power` first; the result raised to `root` after.
-  bool abs = false;
-  float power = 1.0f;
-  float root = 1.0f;
-};
-
 /// `out` holds the kept dims in order (reduced dims removed or of size 1).
-device::Program build_reduce(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                             const ReduceSpec& spec, const device::CoreParams& core);
+device_model::Program build_reduce(const std::string& name, const TensorDesc& in, const TensorDesc& out,
+                             const ReduceSpec& spec, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

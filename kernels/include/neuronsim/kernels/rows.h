@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "neuronsim/device/access_pattern.h"
-#include "neuronsim/device/params.h"
+#include "neuronsim/device_model/access_pattern.h"
+#include "neuronsim/device_model/params.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -31,10 +31,10 @@ RowLayout row_layout(const std::vector<int64_t>& sizes,
 
 /// Columns per SBUF chunk when `buffers` fp32 buffers of a row chunk share three quarters of a
 /// partition (and VectorE's free-size limit): the whole row when it fits.
-uint32_t row_chunk(const device::CoreParams& core, uint32_t buffers, int64_t cols);
+uint32_t row_chunk(const device_model::CoreParams& core, uint32_t buffers, int64_t cols);
 
 /// An HBM access pattern for [rows, count] columns starting at column c0 of operand k.
-device::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile, size_t k,
+device_model::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile, size_t k,
                              int64_t c0, uint32_t count);
 
 }  // namespace neuronsim::kernels

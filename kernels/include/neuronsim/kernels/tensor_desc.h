@@ -7,14 +7,14 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/access_pattern.h"
-#include "neuronsim/device/dtype.h"
+#include "neuronsim/device_model/access_pattern.h"
+#include "neuronsim/device_model/dtype.h"
 
 namespace neuronsim::kernels {
 
 struct TensorDesc {
   uint64_t address = 0;
-  device::DType dtype = device::DType::kFp32;
+  device_model::DType dtype = device_model::DType::kFp32;
   std::vector<int64_t> sizes;
   std::vector<int64_t> strides;
 
@@ -30,7 +30,7 @@ std::vector<int64_t> broadcast_strides(const TensorDesc& t, const std::vector<in
 
 /// An HBM access pattern over `t`'s memory: `partitions` rows `partition_stride` elements apart,
 /// the first at element `offset`, each row walking the free dims `dims` (element strides).
-device::AccessPattern hbm_ap(const TensorDesc& t, int64_t offset, uint32_t partitions,
-                             int64_t partition_stride, std::initializer_list<device::Dim> dims);
+device_model::AccessPattern hbm_ap(const TensorDesc& t, int64_t offset, uint32_t partitions,
+                             int64_t partition_stride, std::initializer_list<device_model::Dim> dims);
 
 }  // namespace neuronsim::kernels

@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include "neuronsim/device/access_pattern.h"
+#include "neuronsim/device_model/access_pattern.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -43,7 +43,7 @@ void for_each_row_block(int64_t n, int64_t row, uint32_t partitions,
                         const std::function<void(const RowBlock&)>& fn);
 
 /// The HBM access pattern of operand `o` of a tile of tensor `t`.
-device::AccessPattern tile_ap(const TensorDesc& t, const Tile& tile, const TileOperand& o);
+device_model::AccessPattern tile_ap(const TensorDesc& t, const Tile& tile, const TileOperand& o);
 
 /// sizes: the shared shape; strides[k]: operand k's strides (same rank as sizes).
 std::vector<Tile> make_tiles(const std::vector<int64_t>& sizes,
@@ -62,7 +62,7 @@ std::vector<Tile> make_transpose_tiles(const std::vector<int64_t>& sizes,
 /// The HBM access pattern that loads operand `o` of a tile that reads it transposed
 /// (reads_transposed) as rows along the tile's free dim, each a contiguous run of the input:
 /// [free_sizes[0] partitions, t.partitions elements], ready for a TensorE transpose.
-device::AccessPattern transposed_rows_ap(const TensorDesc& t, const Tile& tile,
+device_model::AccessPattern transposed_rows_ap(const TensorDesc& t, const Tile& tile,
                                          const TileOperand& o);
 
 /// True when tile operand `o` reads an input transposed: contiguous along the partitions, a

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/params.h"
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
@@ -34,14 +34,14 @@ bool upsample_planes_mergeable(const std::vector<int64_t>& sizes,
                                const std::vector<int64_t>& strides);
 
 /// out from input.
-device::Program build_upsample(const std::string& name, const TensorDesc& input,
+device_model::Program build_upsample(const std::string& name, const TensorDesc& input,
                                const TensorDesc& out, const UpsampleSpec& spec,
-                               const device::CoreParams& core);
+                               const device_model::CoreParams& core);
 /// grad_input from grad_out.
-device::Program build_upsample_backward(const std::string& name, const TensorDesc& grad_out,
+device_model::Program build_upsample_backward(const std::string& name, const TensorDesc& grad_out,
                                         const TensorDesc& grad_input, const UpsampleSpec& spec,
-                                        const device::CoreParams& core);
+                                        const device_model::CoreParams& core);
 /// Whether a plane's input, output and intermediates fit SBUF (and VectorE's free size).
-bool upsample_fits(const UpsampleSpec& spec, const device::CoreParams& core);
+bool upsample_fits(const UpsampleSpec& spec, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

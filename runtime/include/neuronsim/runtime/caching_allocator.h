@@ -57,7 +57,7 @@ class CachingAllocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  /// Returns an HBM address; throws device::OutOfMemoryError with a CUDA-style message.
+  /// Returns an HBM address; throws device_model::OutOfMemoryError with a CUDA-style message.
   uint64_t allocate(uint64_t bytes);
   void free(uint64_t address);
   /// Returns every fully free segment to the device allocator.

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/program.h"
 
 namespace neuronsim::runtime {
 
@@ -26,11 +26,11 @@ struct HbmSpan {
 /// Moves every HBM access of `program` that lies in from[i] by to[i].base - from[i].base (the
 /// declared hbm_regions too). Returns false, leaving the program partly moved, when an HBM
 /// access is not wholly inside one of `from` (such a program cannot be cached).
-bool relocate(device::Program& program, const std::vector<HbmSpan>& from,
+bool relocate(device_model::Program& program, const std::vector<HbmSpan>& from,
               const std::vector<HbmSpan>& to);
 
 /// Whether every HBM access of `program` lies wholly inside one of `regions`.
-bool addresses_within(const device::Program& program, const std::vector<HbmSpan>& regions);
+bool addresses_within(const device_model::Program& program, const std::vector<HbmSpan>& regions);
 
 class ProgramCache {
  public:
@@ -41,11 +41,11 @@ class ProgramCache {
 
   /// The programs cached under `key`, moved to address `regions` (one per region they were
   /// stored with, of the same sizes); null on a miss. Valid until the next call.
-  const std::vector<device::Program>* find(const std::string& key,
+  const std::vector<device_model::Program>* find(const std::string& key,
                                            const std::vector<HbmSpan>& regions);
   /// Keeps `programs` (validated, built to address `regions`) under `key`. Returns false and
   /// keeps nothing when a program addresses HBM outside `regions`.
-  bool insert(const std::string& key, std::vector<device::Program> programs,
+  bool insert(const std::string& key, std::vector<device_model::Program> programs,
               std::vector<HbmSpan> regions);
   void clear();
 
@@ -58,7 +58,7 @@ class ProgramCache {
 
  private:
   struct Entry {
-    std::vector<device::Program> programs;
+    std::vector<device_model::Program> programs;
     std::vector<HbmSpan> regions;  // what the programs address now
   };
   std::unordered_map<std::string, Entry> entries_;

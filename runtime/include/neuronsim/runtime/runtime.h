@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/collectives/interconnect.h"
-#include "neuronsim/device/device.h"
+#include "neuronsim/device_model/interconnect/interconnect.h"
+#include "neuronsim/device_model/device.h"
 #include "neuronsim/runtime/caching_allocator.h"
 #include "neuronsim/runtime/collective_timeline.h"
 #include "neuronsim/runtime/program_cache.h"
@@ -32,11 +32,11 @@ struct RuntimeConfig {
   bool launch_blocking = false;
   bool isa_mode = false;
 
-  /// Reads the environment variables above; throws device::ConfigError naming a bad value.
+  /// Reads the environment variables above; throws device_model::ConfigError naming a bad value.
   static RuntimeConfig from_environment();
 };
 
-/// Parses "0-3", "1,3", "0-1,4" into core ids; throws device::ConfigError.
+/// Parses "0-3", "1,3", "0-1,4" into core ids; throws device_model::ConfigError.
 std::vector<uint32_t> parse_core_list(const std::string& text, const std::string& variable);
 
 struct Event {
@@ -54,10 +54,10 @@ class Runtime {
   /// The configuration in force (or that will be used on creation).
   static const RuntimeConfig& pending();
   /// Logical devices a configuration makes visible, without creating the runtime (cheap: reads
-  /// the preset only). Throws device::ConfigError like the runtime would.
+  /// the preset only). Throws device_model::ConfigError like the runtime would.
   static uint32_t visible_device_count(const RuntimeConfig& config);
 
-  device::Device& device() { return *device_; }
+  device_model::Device& device() { return *device_; }
   const RuntimeConfig& config() const { return config_; }
   /// ISA mode: kernel programs compute the values (see RuntimeConfig::isa_mode).
   bool isa_mode() const { return config_.isa_mode; }
@@ -71,7 +71,7 @@ class Runtime {
   std::string device_name(uint32_t dev) const;
 
   // ---- memory ----
-  /// Host pointer into simulated HBM; throws device::OutOfMemoryError.
+  /// Host pointer into simulated HBM; throws device_model::OutOfMemoryError.
   void* malloc(uint32_t dev, uint64_t bytes);
   void free(void* ptr);
   CachingAllocator& allocator(uint32_t dev);
@@ -94,12 +94,12 @@ class Runtime {
   /// mode the program runs timing-only (the caller computed the values); `functional` forces
   /// full execution (ISA mode).
   /// `validated`: the program came from the program cache (validated when first launched).
-  device::RunResult launch(uint32_t dev, int64_t stream, const device::Program& program,
+  device_model::RunResult launch(uint32_t dev, int64_t stream, const device_model::Program& program,
                            bool functional, bool validated = false);
   /// Programs built before, for this configuration (program_cache.h).
   ProgramCache& program_cache() { return program_cache_; }
   /// A host<->device copy (blocking for the host unless `non_blocking`).
-  device::Device::HostCopy copy_host(uint32_t dev, int64_t stream, uint64_t bytes, bool to_device,
+  device_model::Device::HostCopy copy_host(uint32_t dev, int64_t stream, uint64_t bytes, bool to_device,
                                      uint64_t hbm_address, bool non_blocking);
 
   // ---- streams and events ----
@@ -120,8 +120,8 @@ class Runtime {
   sim::SimTime arrival(uint32_t dev, int64_t stream);
   CollectiveTimeline& collectives() { return collectives_; }
   /// The instance's interconnect, from the configuration in force (read on first use: a preset
-  /// without collective parameters still runs single-core work). Throws device::ConfigError.
-  const collectives::InterconnectParams& interconnect();
+  /// without collective parameters still runs single-core work). Throws device_model::ConfigError.
+  const device_model::interconnect::InterconnectParams& interconnect();
 
  private:
   explicit Runtime(const RuntimeConfig& config);
@@ -134,7 +134,7 @@ class Runtime {
   void check_dev(uint32_t dev) const;
 
   RuntimeConfig config_;
-  std::unique_ptr<device::Device> device_;
+  std::unique_ptr<device_model::Device> device_;
   std::vector<uint32_t> physical_;  // logical device -> physical core
   std::vector<std::unique_ptr<HbmAllocator>> segments_;
   std::vector<std::unique_ptr<CachingAllocator>> allocators_;
@@ -142,7 +142,7 @@ class Runtime {
   sim::SimTime host_time_;
   uint64_t launches_ = 0;
   CollectiveTimeline collectives_;
-  std::optional<collectives::InterconnectParams> interconnect_;
+  std::optional<device_model::interconnect::InterconnectParams> interconnect_;
   ProgramCache program_cache_;
 };
 

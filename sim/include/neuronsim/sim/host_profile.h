@@ -1,40 +1,42 @@
 #pragma once
 // Host-side cost of the per-op path, per stage: a diagnostic behind NEURONSIM_HOST_PROFILE=1
 // (read once). Stages nest; each accumulates its exclusive wall time (a nested stage pauses its
-// parent), so the totals add up to the time spent inside the backend. Off, a scope costs one
-// branch. Read by `neuronsim._C._host_profile()` and bench/eager_overhead_bench.py --profile.
+// parent), so the totals add up to the time spent inside the profiled code. Off, a scope costs
+// one branch. Each layer registers the stages it owns (a HostStage constant named once, e.g. the
+// device model's "validate", the backend's "dispatch"); read by `neuronsim._C._host_profile()`
+// and bench/eager_overhead_bench.py --profile.
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace neuronsim::sim {
 
-enum class HostStage : uint8_t {
-  kDispatch,    // the native kernel's own work: argument checks, unpacking, CPU views
-  kHostValues,  // the CPU kernel that computes the values (fast mode)
-  kBuild,       // building the op's programs (or finding them in the program cache)
-  kValidate,    // validating a program before it runs
-  kLaunch,      // the runtime's launch and the SystemC run of the program
-  kTrace,       // recording the op, launch and kernel into an active trace
-  kOpTracking,  // native / fallback op counts
-  kFallback,    // the CPU fallback (copies through the simulated DMA and the CPU kernel)
-  kAlloc,       // device memory: the caching allocator's allocate and free
-  kObserver,    // the op-tracking RecordFunction observer's enter and exit callbacks
-  kCount
-};
-std::string_view host_stage_name(HostStage s);
+/// A named stage. Construct one per stage, once, where its layer defines it (a namespace-scope
+/// constant); the same name gives the same stage.
+class HostStage {
+ public:
+  static constexpr size_t kMax = 32;
+  explicit HostStage(std::string_view name);
+  uint8_t id() const { return id_; }
 
-struct HostStageTotals {
-  std::array<uint64_t, static_cast<size_t>(HostStage::kCount)> ns{};
-  std::array<uint64_t, static_cast<size_t>(HostStage::kCount)> entries{};
+ private:
+  uint8_t id_;
+};
+
+struct HostStageTotal {
+  std::string name;
+  uint64_t ns = 0, entries = 0;
 };
 
 class HostProfile {
  public:
   static bool enabled() { return enabled_; }
-  /// Totals since the last reset (this thread's stages; the backend runs ops on one thread).
-  static HostStageTotals totals();
+  /// Totals per registered stage since the last reset (this thread's stages; the backend runs
+  /// ops on one thread).
+  static std::vector<HostStageTotal> totals();
   static void reset();
 
  private:
@@ -45,8 +47,8 @@ class HostProfile {
 /// Times a stage for its lifetime (exclusive of stages nested inside it).
 class HostStageScope {
  public:
-  explicit HostStageScope(HostStage s) {
-    if (HostProfile::enabled()) enter(s);
+  explicit HostStageScope(const HostStage& s) {
+    if (HostProfile::enabled()) enter(s.id());
   }
   ~HostStageScope() {
     if (active_) leave();
@@ -55,7 +57,7 @@ class HostStageScope {
   HostStageScope& operator=(const HostStageScope&) = delete;
 
  private:
-  void enter(HostStage s);
+  void enter(uint8_t s);
   void leave();
   bool active_ = false;
   int8_t parent_ = -1;

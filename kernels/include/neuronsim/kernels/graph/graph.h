@@ -1,20 +1,20 @@
 #pragma once
 // A captured framework graph as the graph compiler sees it: tensors (values) with their layout,
 // and ATen calls (nodes) by name with their schema-named arguments. Torch-free: the framework
-// side (python/neuronsim/compiler) describes each FX node in these terms.
+// side (python/neuronsim/torch_compile) describes each FX node in these terms.
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "neuronsim/device/dtype.h"
+#include "neuronsim/device_model/dtype.h"
 
 namespace neuronsim::kernels::graph {
 
 /// The layout of a tensor value (sizes and strides in elements, from the graph's metadata).
 struct TensorMeta {
-  device::DType dtype = device::DType::kFp32;
+  device_model::DType dtype = device_model::DType::kFp32;
   /// The framework's name for the dtype ("float32", "bfloat16", "bool", "int64", ...).
   std::string type_name = "float32";
   std::vector<int64_t> sizes, strides;

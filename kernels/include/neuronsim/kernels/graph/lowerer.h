@@ -57,7 +57,7 @@ class Lowerer {
   }
   int temp(const TensorMeta& m, const std::string& what) {
     TensorMeta t = m;
-    t.dtype = device::DType::kFp32;
+    t.dtype = device_model::DType::kFp32;
     t.type_name = "float32";
     t.strides = contiguous_strides(t.sizes);
     const int id = out_.graph.add_temporary(t, node().name + "." + what);
@@ -106,16 +106,16 @@ class Lowerer {
   /// output = a (a copy, possibly broadcasting or casting).
   void copy(int output, kernels::Arg a) {
     if (a.kind == kernels::Arg::kImm) {
-      expr_.alu(device::AluOp::kBypass, a, kernels::Arg::constant(0));
+      expr_.alu(device_model::AluOp::kBypass, a, kernels::Arg::constant(0));
     } else if (meta(output).is_bool()) {
-      expr_.alu(device::AluOp::kNotEqual, a, kernels::Arg::constant(0));
+      expr_.alu(device_model::AluOp::kNotEqual, a, kernels::Arg::constant(0));
     } else {
-      expr_.alu(device::AluOp::kBypass, a, kernels::Arg::constant(0));
+      expr_.alu(device_model::AluOp::kBypass, a, kernels::Arg::constant(0));
     }
     pointwise(output);
   }
 
-  void reduce(int in, int output, device::ReduceOp r, std::vector<int64_t> dims, float scale,
+  void reduce(int in, int output, device_model::ReduceOp r, std::vector<int64_t> dims, float scale,
               bool nonzero = false) {
     if (!meta(in).fusable() || !meta(output).fusable()) throw NotLowered("reduction of non-float");
     Op op;

@@ -1,12 +1,13 @@
 #pragma once
-// Lowering: each ATen node of a graph becomes IR ops the region emitters understand (pointwise
-// expressions, reductions, matmuls, views), or stays opaque (it then runs with the eager
+// The lowered IR: each ATen node of a graph as ops the compiler's region emitters understand
+// (pointwise expressions, reductions, matmuls, views), or opaque (it then runs with the eager
 // backend's kernel inside the compiled graph, or on the host). Composite ops (softmax,
-// layer_norm, their backward) expand into several ops joined by compiler temporaries.
+// layer_norm, their backward) expand into several ops joined by compiler temporaries. The op
+// library's rules write it (lowerer.h); the compiler lowers a graph with them (compiler/lower.h).
 #include <string>
 #include <vector>
 
-#include "neuronsim/device/isa.h"
+#include "neuronsim/device_model/isa.h"
 #include "neuronsim/kernels/elementwise.h"
 #include "neuronsim/kernels/graph/graph.h"
 
@@ -20,6 +21,7 @@ struct Op {
     kMatmul,     // output[..., m, n] = sum_k inputs[0][..., m, k] * inputs[1][..., k, n]
     kAttention,  // output = softmax(q @ k^T * scale [+ mask] [causal]) @ v, inputs {q, k, v[,
                  // mask]}
+    kKernel,     // the node as its op-library program (no fused rule), built at compile time
     kOpaque,     // the node as a whole, not compiled
   };
   Kind kind = Kind::kOpaque;
@@ -27,7 +29,7 @@ struct Op {
   std::vector<int> inputs;
   int output = -1;
   Expr expr;  // kPointwise: Arg::input(i) is inputs[i]
-  device::ReduceOp reduce = device::ReduceOp::kAdd;
+  device_model::ReduceOp reduce = device_model::ReduceOp::kAdd;
   std::vector<int64_t> dims;  // kReduce: reduced dims of inputs[0], sorted
   float scale = 1.0f;         // kReduce: multiplies the result (mean); kAttention: of q @ k^T
   bool causal = false;        // kAttention: key j masked for query i when j > i
@@ -42,9 +44,5 @@ struct LoweredGraph {
   /// result). Dependencies between programs follow these roots.
   std::vector<int> root;
 };
-
-/// Lowers every node. `opaque_nodes[i]` keeps node i opaque (the compiler retries with a
-/// composite node opaque when its parts could not share one region).
-LoweredGraph lower(const Graph& g, const std::vector<bool>& opaque_nodes = {});
 
 }  // namespace neuronsim::kernels::graph

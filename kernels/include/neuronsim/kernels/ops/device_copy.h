@@ -14,6 +14,6 @@ bool device_copy_supported(const TensorArg& src, const TensorArg& dst);
 /// device does not compute with. `grid`: the physical cores the copy may span.
 Programs device_copy_programs(const TensorArg& src, const TensorArg& dst,
                               const TensorDesc& src_bytes, const TensorDesc& dst_bytes,
-                              const device::CoreParams& core, uint32_t grid);
+                              const device_model::CoreParams& core, uint32_t grid);
 
 }  // namespace neuronsim::kernels::ops

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "neuronsim/device/params.h"
+#include "neuronsim/device_model/params.h"
 #include "neuronsim/kernels/ops/scalar_type.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
@@ -89,7 +89,7 @@ class OpCall {
   /// Ops with a data-dependent output size: one int32 of device memory for the element count.
   virtual TensorArg count() const = 0;
 
-  virtual const device::CoreParams& core() const = 0;
+  virtual const device_model::CoreParams& core() const = 0;
   /// Physical cores the launch may span (kernels/spmd.h).
   virtual uint32_t grid() const = 0;
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "neuronsim/device/program.h"
+#include "neuronsim/device_model/program.h"
 #include "neuronsim/kernels/ops/expr_rule.h"
 #include "neuronsim/kernels/ops/op_call.h"
 
@@ -18,7 +18,7 @@ class Lowerer;
 
 namespace neuronsim::kernels::ops {
 
-using Programs = std::vector<device::Program>;
+using Programs = std::vector<device_model::Program>;
 
 struct OpRule {
   /// ATen base name: "aten::add" covers add, add_ and add.out.
@@ -47,6 +47,9 @@ struct OpRule {
   /// Its programs depend only on shapes, strides, dtypes, scalars and addresses (not on tensor
   /// values or state), so a cached program may be reused.
   bool cacheable = false;
+  /// The CPU has no kernel for the op (CUDA-only ops): the backend computes its host values, so
+  /// a compiled graph keeps the node as an eager node rather than running it on the host CPU.
+  bool backend_values = false;
   /// Non-null: the programs model the op's time but not yet its values; ISA mode keeps the
   /// host's values, for the reason given (docs/design.md lists these).
   const char* host_values_reason = nullptr;

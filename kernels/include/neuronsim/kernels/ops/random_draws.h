@@ -17,13 +17,13 @@ std::vector<int64_t> philox_integer_draws(const RandomSpec& s, int64_t lo, int64
 
 /// The random fill of `out` (bernoulli's p tensor and dropout's operands in the spec).
 Programs random_fill_programs(const std::string& name, const TensorDesc& out,
-                              const RandomSpec& spec, const device::CoreParams& core);
+                              const RandomSpec& spec, const device_model::CoreParams& core);
 
 /// multinomial with replacement: one Gumbel-max pass per sample — exponential draws into q,
 /// probs / q, and the argmax of each row into the sample's column of the result.
 Programs multinomial_programs(const TensorDesc& probs, const TensorDesc& q,
                               const std::vector<TensorDesc>& sample_columns,
                               const std::vector<RandomSpec>& passes,
-                              const device::CoreParams& core);
+                              const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels::ops

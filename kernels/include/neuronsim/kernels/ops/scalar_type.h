@@ -1,11 +1,11 @@
 #pragma once
 // The framework's element types, as op rules tell them apart. The device computes in fewer types
-// (device::DType): 64-bit data as its low 32-bit words, bool as uint8.
+// (device_model::DType): 64-bit data as its low 32-bit words, bool as uint8.
 #include <cstdint>
 #include <optional>
 #include <string_view>
 
-#include "neuronsim/device/dtype.h"
+#include "neuronsim/device_model/dtype.h"
 
 namespace neuronsim::kernels::ops {
 
@@ -50,7 +50,7 @@ int element_size(ScalarType t);
 
 /// The device type a framework type is computed in; nullopt for types the device cannot hold
 /// (complex, quantized). 64-bit types map to their 32-bit counterparts, bool to uint8.
-std::optional<device::DType> device_dtype(ScalarType t);
+std::optional<device_model::DType> device_dtype(ScalarType t);
 
 /// The framework's name ("float32", "bfloat16", "bool", "int64", ...) and back.
 std::string_view type_name(ScalarType t);

@@ -3,14 +3,21 @@
 // (indices, targets, a histogram's range): the runtime's descriptor generation reads them so.
 // Element order is logical row-major; positions are logical row-major element indices.
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "neuronsim/kernels/ops/op_call.h"
 
 namespace neuronsim::kernels::ops {
 
-/// Every element as an integer (floats truncate). Throws std::invalid_argument when the tensor
-/// has no host-readable values (timing-only runs).
+/// Thrown when a rule needs tensor values that do not exist (a compiled graph's build, timing-only
+/// runs): its programs are built when the values are known.
+struct ValuesRequired : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+
+/// Every element as an integer (floats truncate). Throws ValuesRequired when the tensor has no
+/// host-readable values.
 std::vector<int64_t> read_integers(const TensorArg& t);
 /// Every element as a double.
 std::vector<double> read_doubles(const TensorArg& t);

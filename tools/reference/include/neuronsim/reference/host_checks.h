@@ -6,16 +6,16 @@
 #include <random>
 #include <vector>
 
-#include "neuronsim/device/dtype.h"
-#include "neuronsim/kernels/gemm.h"
-#include "neuronsim/kernels/layernorm.h"
+#include "neuronsim/device_model/dtype.h"
+#include "neuronsim/kernels/dense_gemm.h"
+#include "neuronsim/kernels/dense_layer_norm.h"
 
 namespace neuronsim::reference {
 
 /// Fills `count` elements at `dst` with N(0, stddev) values rounded to `t`.
-void fill_normal(uint8_t* dst, device::DType t, uint64_t count, uint64_t seed, float stddev = 1.0f);
+void fill_normal(uint8_t* dst, device_model::DType t, uint64_t count, uint64_t seed, float stddev = 1.0f);
 /// Reads `count` elements as floats.
-std::vector<float> read_floats(const uint8_t* src, device::DType t, uint64_t count);
+std::vector<float> read_floats(const uint8_t* src, device_model::DType t, uint64_t count);
 
 /// C as the GEMM kernel defines it, from the operands in HBM.
 std::vector<double> gemm(const kernels::GemmSpec& s, const uint8_t* hbm,

@@ -1,6 +1,0 @@
-"""torch.compile on the neuron device: FX graphs -> the neuron graph compiler (kernels/graph)."""
-
-from neuronsim.compiler.backend import neuron_backend
-from neuronsim.compiler.stats import compile_stats
-
-__all__ = ["compile_stats", "neuron_backend"]

@@ -199,8 +199,7 @@ void launch_programs(const c10::Device& device, const std::vector<device::Progra
     const int64_t stream = current_stream(device.index()).id();
     runtime::TraceSession* trace = runtime::TraceSession::active();
     for (const auto& p : programs) {
-      const sim::SimTime h0 = r.host_time();
-      r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
+      const sim::SimTime h0 = r.charge_launch_overhead();
       device::RunResult res;
       {
         sim::HostStageScope stage(sim::HostStage::kLaunch);

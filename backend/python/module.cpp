@@ -14,6 +14,7 @@
 #include "neuronsim/sim/host_profile.h"
 #include "python/fallback_call.h"
 #include "python/graph_bindings.h"
+#include "python/run_log_bindings.h"
 #include "python/trace_tools.h"
 
 #include <ATen/record_function.h>
@@ -132,6 +133,7 @@ void drain_autograd_thread(int dev) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "neuronsim: the simulated Trainium NeuronCore as a PyTorch device";
   bind_trace_tools(m);
+  bind_run_log(m);
   register_graph_bindings(m);
   bind_fallback_call(m);
   m.def("_init", [] {
@@ -234,6 +236,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_time_ns",
         [] { return with_runtime([](runtime::Runtime& r) { return r.device_time().ns(); }); });
   m.def("_launches", [] { return with_runtime([](runtime::Runtime& r) { return r.launches(); }); });
+  // Where the time went so far, the engines' busy time and what limits the run, as JSON.
+  m.def("_time_report",
+        [] { return with_runtime([](runtime::Runtime& r) { return r.time_report().dump(); }); });
   // Whether the kernel library models an op ("aten::addmm"; in-place forms count as theirs).
   m.def("_has_device_kernel", [](const std::string& op) { return find_native_op(op) != nullptr; });
   m.def("_device_stats_json", [] {

@@ -124,12 +124,24 @@ RunLog RunLog::from_json(const nlohmann::json& j, const std::string& origin) {
 void replay(const RunLog& log, Runtime& rt) {
   if (!log.replayable()) throw std::runtime_error("this run cannot be re-timed: " + log.why_not());
   std::map<uint64_t, Event> events;
+  // Each program is validated against this preset at its first launch (another preset may lack
+  // what it uses, e.g. DMA queues); its HBM ranges were checked when it ran, against memory this
+  // runtime never allocated.
+  std::vector<bool> validated(log.programs().size(), false);
+  rt.device().set_hbm_range_check([](uint64_t, uint64_t) { return true; });
+  struct Restore {
+    Runtime& rt;
+    ~Restore() {
+      rt.device().set_hbm_range_check(
+          [r = &rt](uint64_t a, uint64_t n) { return r->valid_range(a, n); });
+    }
+  } restore{rt};
   using K = RunLog::Kind;
   for (const RunLog::Entry& e : log.entries()) {
     switch (e.kind) {
       case K::kLaunch:
-        // Validated when the run launched it (its memory is not allocated here).
-        rt.launch(e.dev, e.stream, log.programs()[e.a], false, true);
+        rt.launch(e.dev, e.stream, log.programs()[e.a], false, validated[e.a]);
+        validated[e.a] = true;
         break;
       case K::kChargeLaunch:
         rt.charge_launch_overhead();

@@ -60,7 +60,7 @@ def render(s: dict, top: int | None = 20) -> str:
         "instant belongs to the first part active then, so launch overhead or a copy that runs "
         "under a kernel costs nothing here (its whole time is in the <i>in all</i> column). "
         f"Bottleneck: <b>{html.escape(time_report.bottleneck_str(rep['limit']))}</b>.</p>",
-        _table(time_report.TIME_HEADERS, time_report.rows(rep), lambda r: r[0] == "total"),
+        _table(time_report.TIME_HEADERS, time_report.rows(rep), lambda r: r[0].startswith("total")),
         f"<p>Engines busy (of the window; they overlap): "
         f"{html.escape(time_report.engines_line(rep))}.</p>",
         _legend(sections.TIME_NOTES),

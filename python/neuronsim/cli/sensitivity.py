@@ -22,12 +22,14 @@ from neuronsim.cli import common, time_report, whatif_runs
 from neuronsim.cli.errors import CLIError, write_file
 from neuronsim.cli.formatting import pct, table, time_str
 
-# (key, what it is, whether the recorded programs stay valid when it changes). The kernel
-# library sizes its DMA plans by the queue count, so that one needs the script to run again.
+# (key, what it is, whether the recorded programs can be re-timed when it changes: the kernel
+# library does not build different programs for it). Matmul plans read the DMA engines'
+# bandwidth: re-timed, they keep the stock preset's plan. A point whose programs do not fit the
+# changed preset (fewer DMA queues than they use) fails validation, as a run would, and is listed.
 PARAMETERS = (
     ("hbm.bandwidth_gbps", "HBM bandwidth", True),
     ("dma.engine_bandwidth_gbps", "DMA engine bandwidth", True),
-    ("dma.queues", "DMA queues", False),
+    ("dma.queues", "DMA queues", True),
     ("tensor.frequency_ghz", "TensorE clock", True),
     ("vector.frequency_ghz", "VectorE clock", True),
     ("scalar.frequency_ghz", "ScalarE clock", True),
@@ -98,9 +100,11 @@ def run(args) -> int:
                 if replayable and same_programs:
                     p.replay_log = log
                 points.append(p)
-        whatif_runs.run_points(args, points, "points")
+        whatif_runs.run_points(args, points, "points", tolerate=True)
+        failed = [p for p in points if p.error]
+        points = [p for p in points if not p.error]
         rows = _rows(params, stock, base, points)
-        _print(args, base, rows, points, replayable, why_not, info, skipped)
+        _print(args, base, rows, points, replayable, why_not, info, skipped, failed)
         written = []
         if args.csv:
             write_file(args.csv, _csv(rows))
@@ -160,7 +164,7 @@ def _cell(r: dict, scale: str) -> str:
     return f"{r['speedup'][scale]:.2f}x ({r['values'][scale]})"
 
 
-def _print(args, base, rows, points, replayable, why_not, info, skipped) -> None:
+def _print(args, base, rows, points, replayable, why_not, info, skipped, failed) -> None:
     rep = time_report.from_summary(base.result)
     preset = args.preset or common.environment_config()["preset"]
     print(
@@ -195,12 +199,16 @@ def _print(args, base, rows, points, replayable, why_not, info, skipped) -> None
         reason = (
             f"the run cannot be re-timed alone: {why_not}"
             if not replayable
-            else "the kernel library builds its programs for these parameters"
+            else "the kernel library may build other programs for these parameters"
         )
         keys = sorted({k for p in points if not p.replay_log for k in p.values})
         print(f"re-ran the script for {rerun} points ({', '.join(keys)}): {reason}")
     if skipped:
         print(f"not run: {'; '.join(skipped)}")
+    for p in failed:
+        values = ", ".join(f"{k}={v}" for k, v in p.values.items())
+        how = "re-timing" if p.replay_log else "the run"
+        print(f"failed: {how} with {values}: {p.error}")
     top = rows[0] if rows else None
     if top and top["effect"] > 0.01:
         best = max(top["speedup"], key=lambda s: top["speedup"][s])

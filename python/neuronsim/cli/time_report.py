@@ -81,7 +81,7 @@ def _note(rep: dict, p: dict) -> str:
         return out
     if p["part"] in ("launch", "cpu_fallback", "collectives", "host_copies") and p["count"]:
         what = {
-            "launch": "launches and collective issues",
+            "launch": "launches",
             "cpu_fallback": "CPU fallbacks",
             "collectives": "collectives",
             "host_copies": "copies",

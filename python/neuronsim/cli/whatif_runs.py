@@ -29,6 +29,7 @@ class Point:
     record: str | None = None  # the run also keeps its run log here (neuronsim run --record)
     scale: str = ""  # a sensitivity point's factor ("0.5x")
     result: dict = field(default_factory=dict)
+    error: str = ""  # why the run failed (run_points(..., tolerate=True))
 
 
 def stock_values(preset: str | None, sets: list[str], keys: list[str]) -> dict[str, str]:
@@ -40,7 +41,14 @@ def stock_values(preset: str | None, sets: list[str], keys: list[str]) -> dict[s
     for item in [*env["overrides"], *sets]:
         k, _, v = item.partition("=")
         params[k.strip()] = v.strip()
-    return {k: str(params[k]) for k in keys if k in params}
+    return {k: _text(params[k]) for k in keys if k in params}
+
+
+def _text(value) -> str:
+    """A preset value as a sweep writes it: 410.0 -> '410'."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def same_value(a: str, b: str) -> bool:
@@ -116,9 +124,10 @@ def failure(stderr: str, script: str) -> str:
     return (rest[-1] if rest else "no output")[:300]
 
 
-def run_points(args, points: list[Point], what: str = "runs") -> None:
+def run_points(args, points: list[Point], what: str = "runs", tolerate: bool = False) -> None:
     """Runs every point (args.jobs at a time); a failure is a CLIError naming the point, where
-    the script failed and the command that reproduces it."""
+    the script failed and the command that reproduces it (with `tolerate`: the point's
+    `error`)."""
     status = progress.enabled("auto")
     done, lock = [0], threading.Lock()
     script = os.path.abspath(args.script)
@@ -134,9 +143,11 @@ def run_points(args, points: list[Point], what: str = "runs") -> None:
             values = ", ".join(f"{k}={v}" for k, v in p.values.items()) or "the stock preset"
             how = "re-timing" if p.replay_log else "the run"
             repro = shlex.join(run_command(args, p.values))
+            p.error = f"{failure(proc.stderr, script)} (reproduce: {repro})"
+            if tolerate:
+                return
             raise CLIError(
-                f"{how} with {values} failed (exit code {proc.returncode}): "
-                f"{failure(proc.stderr, script)} (reproduce: {repro})",
+                f"{how} with {values} failed (exit code {proc.returncode}): {p.error}",
                 exit_code=1,
             )
         p.result = trace_data.load_summary(p.summary_path)

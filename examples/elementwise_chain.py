@@ -9,5 +9,4 @@ n = int(sys.argv[1]) if len(sys.argv) > 1 else 4096
 x = torch.full((n, n), 0.5, device="neuron")
 for _ in range(3):
     x = torch.sigmoid(x * 1.5 + 0.25)
-torch.neuron.synchronize()
-print(f"mean {x.mean().item():.4f}")
+print(f"x[0, :2] = {x[0, :2].cpu().tolist()}")

@@ -337,9 +337,13 @@ std::vector<std::pair<std::string, sim::SimTime>> Runtime::engine_busy() const {
 
 nlohmann::json Runtime::time_report() const {
   const traces::TimeAccount a = time_account();
-  nlohmann::json engines = nlohmann::json::object();
+  // [label, ns] pairs in the engine table's order, engines that did something only (as a
+  // trace lists the engines with instructions).
+  nlohmann::json engines = nlohmann::json::array();
   const auto busy = engine_busy();
-  for (const auto& [label, t] : busy) engines[label] = static_cast<double>(t.ps) / 1000.0;
+  for (const auto& [label, t] : busy) {
+    if (t.ps > 0) engines.push_back({label, static_cast<double>(t.ps) / 1000.0});
+  }
   return {{"time_account", a.to_json()},
           {"engine_busy_ns", std::move(engines)},
           {"limit", traces::to_json(traces::limit_of(a, busy))}};

@@ -335,12 +335,14 @@ def sensitivity_png(rows: list[dict], title: str) -> bytes:
                 height=0.6,
                 label=f"parameter at {scale}",
             )
+            # Right of 1 for a speedup; for no change, the 0.5x label left and the 2x one right.
+            right = s > 1.0005 or (abs(s - 1.0) <= 0.0005 and scale == "2x")
             ax.annotate(
                 f"{s:.2f}x",
                 (s, y),
-                xytext=(4 if s >= 1 else -4, 0),
+                xytext=(4 if right else -4, 0),
                 textcoords="offset points",
-                ha="left" if s >= 1 else "right",
+                ha="left" if right else "right",
                 va="center",
                 fontsize=8,
             )
@@ -348,7 +350,11 @@ def sensitivity_png(rows: list[dict], title: str) -> bytes:
     ax.set_yticks(ys, [f"{r['label']} ({r['key']})" for r in rows], fontsize=8)
     ax.set_xscale("log", base=2)
     pad = 1.35
-    ax.set_xlim(min(0.5, lo_all / pad), max(2.0, hi_all * pad))
+    lo, hi = min(0.5, lo_all / pad), max(2.0, hi_all * pad)
+    ax.set_xlim(lo, hi)
+    ticks = [2.0**k for k in range(math.floor(math.log2(lo)), math.ceil(math.log2(hi)) + 1)]
+    ax.set_xticks(ticks, [f"{t:g}x" for t in ticks])
+    ax.minorticks_off()
     ax.set_xlabel("speedup of the whole run against the stock preset (right: faster)")
     ax.set_title(title, fontsize=10)
     handles, labels = ax.get_legend_handles_labels()

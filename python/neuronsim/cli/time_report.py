@@ -45,8 +45,9 @@ def from_runtime() -> dict:
     from neuronsim import _C
 
     rep = json.loads(_C._time_report())
+    busy = dict(rep["engine_busy_ns"])  # [label, ns] pairs in the engine table's order
+    rep["engine_busy_ns"] = busy
     # One core ran: engine labels without it, as the report shows them.
-    busy = rep["engine_busy_ns"]
     cores = {label.split(" ", 1)[0] for label in busy}
     if len(cores) == 1:
         rep["engine_busy_ns"] = {label.split(" ", 1)[1]: v for label, v in busy.items()}

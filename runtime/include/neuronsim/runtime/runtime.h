@@ -105,7 +105,7 @@ class Runtime {
   /// queues)" for its DMA queues together), from the device's statistics.
   std::vector<std::pair<std::string, sim::SimTime>> engine_busy() const;
   /// The account, the engines' busy time and what limits the run, as the summary documents give
-  /// them: {"time_account", "engine_busy", "limit"}.
+  /// them: {"time_account", "engine_busy_ns": [[label, ns], ...], "limit"}.
   nlohmann::json time_report() const;
   /// Waits (host clock) for all work on the device.
   void synchronize();

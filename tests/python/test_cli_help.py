@@ -113,7 +113,9 @@ def test_preset_option_lists_every_preset():
     for name in PRESETS:
         assert name in text
     presets_help = sub.choices["presets"].format_help()
-    assert "list    the built-in presets" in presets_help and "show    every parameter" in presets_help
+    assert (
+        "list    the built-in presets" in presets_help and "show    every parameter" in presets_help
+    )
 
 
 def test_unknown_preset_suggests_the_nearest_name():

@@ -58,7 +58,9 @@ def _ok(p):
 @pytest.fixture(scope="module")
 def out(tmp_path_factory):
     d = tmp_path_factory.mktemp("time")
-    (d / "fails.py").write_text("import torch\n\nx = torch.ones(2, device='neuron')\nraise ValueError('bad step')\n")
+    (d / "fails.py").write_text(
+        "import torch\n\nx = torch.ones(2, device='neuron')\nraise ValueError('bad step')\n"
+    )
     build = Path(os.environ.get("BUILD_DIR") or Path(REPO) / "build")
     ncsim = (build if build.is_absolute() else Path(REPO) / build) / "tools" / "ncsim"
     mlp = EXAMPLES / "mlp_train.py"
@@ -172,9 +174,14 @@ def test_a_training_step_adds_up_and_names_launch_overhead(out):
     parts = _parts(s["time_account"])
     # A small MLP: 10 us launches outlast its kernels, so the device waits for the host.
     assert parts["launch"]["count"] > 50
-    assert s["limit"] == {"name": "kernel launch overhead", "share": pytest.approx(
-        parts["launch"]["share"]), "engine": False}
-    assert parts["launch"]["share"] > max(e["utilisation"] for e in s["engines"] if e["role"] in ("engine", "dma"))
+    assert s["limit"] == {
+        "name": "kernel launch overhead",
+        "share": pytest.approx(parts["launch"]["share"]),
+        "engine": False,
+    }
+    assert parts["launch"]["share"] > max(
+        e["utilisation"] for e in s["engines"] if e["role"] in ("engine", "dma")
+    )
     assert "bottleneck: kernel launch overhead (" in p.stderr
     assert "where the time went: kernels " in p.stderr
     # The closing lines of the same run without a trace (the runtime's account) are the same.
@@ -212,15 +219,22 @@ def test_a_two_rank_run_adds_up_per_rank(out):
     for r in rows:
         _check_adds_up(r["time_account"])
         assert r["collectives"] > 0
-        parts = (r["compute_ns"], r["communication_exposed_ns"], r["waiting_ns"], r["launch_ns"], r["other_ns"])
+        parts = (
+            r["compute_ns"],
+            r["communication_exposed_ns"],
+            r["waiting_ns"],
+            r["launch_ns"],
+            r["other_ns"],
+        )
         assert sum(parts) == pytest.approx(r["window_ns"], rel=1e-3)
     assert "launch overhead" in p.stderr  # the per-rank table's column
 
 
 def test_report_shows_the_parts_and_html_prints_only_the_summary(out, tmp_path):
-    from neuronsim.cli.main import main
     import contextlib
     import io
+
+    from neuronsim.cli.main import main
 
     def run(*argv):
         o, e = io.StringIO(), io.StringIO()
@@ -276,7 +290,11 @@ def test_whatif_marks_the_stock_preset_as_baseline_wherever_it_is(out):
     marked = [ln for ln in lines if " * " in ln or ln.strip().startswith("410 *")]
     assert len(marked) == 1 and "baseline" in marked[0]
     # What changed: no launch overhead at all makes its part vanish.
-    zero = [r for r in rows if r["host.kernel_launch_overhead_ns"] == "0" and r["hbm.bandwidth_gbps"] == "410"][0]
+    zero = [
+        r
+        for r in rows
+        if r["host.kernel_launch_overhead_ns"] == "0" and r["hbm.bandwidth_gbps"] == "410"
+    ][0]
     assert "kernel launch overhead -100%" in zero["what_changed"]
     from PIL import Image
 

@@ -36,16 +36,17 @@ def what_changed(base: dict, point: dict) -> str:
         (k for k in a.keys() | b.keys() if k != "kernels"),
         key=lambda k: -abs(b.get(k, 0.0) - a.get(k, 0.0)),
     )
-    changed = [
-        f"{k} {_change(a.get(k, 0.0), b.get(k, 0.0))}"
-        for k in moved[:2]
-        if _change(a.get(k, 0.0), b.get(k, 0.0)) != "unchanged"
-    ]
     window = point["time_account"]["window_ns"]
     key = f"{limit_name} busy" if lim.get("engine") else limit_name
     state = _change(a.get(key, 0.0), b.get(key, 0.0))
     share = b.get(key, 0.0) / window if window else 0.0
-    dominant = f"{limit_name} {state}: {pct(share)} of the window"
+    dominant = f"{key} {state}: {pct(share)} of the window"
+    # The two things that moved most, the dominant one said once (at the end).
+    changed = [
+        f"{k} {_change(a.get(k, 0.0), b.get(k, 0.0))}"
+        for k in moved[:2]
+        if _change(a.get(k, 0.0), b.get(k, 0.0)) != "unchanged" and k != key
+    ]
     if not changed:
         return f"nothing changed; {dominant}"
     return f"{', '.join(changed)}; {dominant}"

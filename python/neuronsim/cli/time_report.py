@@ -10,6 +10,8 @@ become one dict here: {"time_account", "engine_busy_ns", "limit"}.
 
 from __future__ import annotations
 
+import re
+
 from neuronsim.cli.formatting import pct, time_str
 
 # Why a part shows, in one line each (the report's legend).
@@ -33,8 +35,9 @@ def from_summary(s: dict) -> dict:
             label = f"{e['process']} {e['engine']}" if multi else e["engine"]
             engines[label] = e["busy_ns"]
     limit = dict(s["limit"])
-    if limit.get("engine") and not multi and " " in limit["name"]:
-        limit["name"] = limit["name"].split(" ", 1)[1]
+    head = limit.get("name", "").split(" ", 1)
+    if limit.get("engine") and not multi and len(head) == 2 and re.fullmatch(r"nc\d+", head[0]):
+        limit["name"] = head[1]  # "nc0 VectorE" -> "VectorE" when one core ran
     return {"time_account": s["time_account"], "engine_busy_ns": engines, "limit": limit}
 
 

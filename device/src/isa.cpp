@@ -37,11 +37,17 @@ constexpr std::array<std::string_view, 4> kReduceNames = {"add", "max", "min", "
 }  // namespace
 
 std::string_view engine_kind_name(EngineKind e) {
-  return engine_info(e).stream;
+  for (const EngineInfo& i : kEngines) {
+    if (i.kind == e) return i.stream;
+  }
+  return "?";  // not an engine (a malformed program)
 }
 
 std::string_view engine_display_name(EngineKind e) {
-  return engine_info(e).row;
+  for (const EngineInfo& i : kEngines) {
+    if (i.kind == e) return i.row;
+  }
+  return "?";
 }
 
 std::string_view opcode_name(Opcode op) {

@@ -48,5 +48,5 @@ def what_changed(base: dict, point: dict) -> str:
         if _change(a.get(k, 0.0), b.get(k, 0.0)) != "unchanged" and k != key
     ]
     if not changed:
-        return f"nothing changed; {dominant}"
+        return dominant if state != "unchanged" else f"nothing changed; {dominant}"
     return f"{', '.join(changed)}; {dominant}"

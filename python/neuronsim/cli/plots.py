@@ -8,14 +8,16 @@ import math
 
 from neuronsim.cli.errors import CLIError
 
-# One color per engine (and per part of the time on the timeline), the same on every plot.
-ENGINE_COLORS = {
-    "TensorE": "tab:red",
-    "VectorE": "tab:blue",
-    "ScalarE": "tab:green",
-    "GpSimdE": "tab:purple",
-    "DMA": "tab:orange",
-}
+_PALETTE = ("tab:red", "tab:blue", "tab:green", "tab:purple", "tab:orange", "tab:brown")
+
+
+def engine_colors() -> dict[str, str]:
+    """One color per engine of the device model's engine table (its trace row name), in the
+    table's order: the same on every plot."""
+    from neuronsim import _C
+
+    rows = [e["row"] for e in _C._engines()]
+    return {row: _PALETTE[i % len(_PALETTE)] for i, row in enumerate(rows)}
 
 
 def _pyplot():
@@ -128,8 +130,9 @@ def roofline_png(summary: dict) -> bytes:
     ax.text(x_lo * 1.3, 1.25, "memory-bound side", fontsize=8, color="grey")
     ax.text(x_hi / 1.3, 1.25, "engine-bound side", fontsize=8, color="grey", ha="right")
     seen = set()
+    colors = engine_colors()
     for p in points:
-        color = ENGINE_COLORS.get(p["engine"], "black")
+        color = colors.get(p["engine"], "black")
         label = None if p["engine"] in seen else f"bound by {p['engine']}"
         seen.add(p["engine"])
         ax.scatter(

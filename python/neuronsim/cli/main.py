@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog="neuronsim",
         description="Run PyTorch scripts on the simulated Trainium device, see where the "
-        "simulated time went, and explore what-if hardware configurations.",
+        "simulated time went,\nand explore what-if hardware configurations.",
         epilog=EXAMPLES,
     )
     parser.add_argument("--version", action=_Version)

@@ -352,8 +352,7 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   if (runtime::Runtime::initialized() && !fused) {
     with_runtime([&](runtime::Runtime& r) {
       r.synchronize();
-      const sim::SimTime h0 = r.host_time();
-      r.host_advance(sim::SimTime::from_ns(r.device().params().host.cpu_fallback_overhead_ns));
+      const sim::SimTime h0 = r.charge_cpu_fallback();
       if (runtime::TraceSession* t = runtime::TraceSession::active()) {
         t->host("CPU fallback " + name, "fallback", h0, r.host_time());
       }

@@ -200,8 +200,7 @@ void launch_programs(const c10::Device& device, const std::vector<device_model::
     const int64_t stream = current_stream(device.index()).id();
     runtime::TraceSession* trace = runtime::TraceSession::active();
     for (const auto& p : programs) {
-      const sim::SimTime h0 = r.host_time();
-      r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
+      const sim::SimTime h0 = r.charge_launch_overhead();
       device_model::RunResult res;
       {
         sim::HostStageScope stage(stages::kLaunch);

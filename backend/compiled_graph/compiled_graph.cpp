@@ -182,8 +182,7 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
   with_runtime([&](runtime::Runtime& r) {
     const uint32_t dev = static_cast<uint32_t>(device->index());
     const int64_t stream = current_stream(device->index()).id();
-    const sim::SimTime h0 = r.host_time();
-    r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
+    const sim::SimTime h0 = r.charge_launch_overhead();
     const bool validated = seg.prelinked && validated_[static_cast<size_t>(segment)];
     device_model::RunResult res;
     {

@@ -10,6 +10,7 @@
 #include "accelerator/context.h"
 #include "aten/device_tensor.h"
 #include "distributed/neuron_work.h"
+#include "neuronsim/runtime/trace_session.h"
 
 namespace neuronsim::backend::distributed {
 
@@ -179,14 +180,21 @@ int NeuronBackend::data_tag(uint64_t sequence, int kind, int channel) {
                                          static_cast<uint64_t>(channel));
 }
 
+sim::SimTime charge_issue(runtime::Runtime& r, const char* what) {
+  const sim::SimTime h0 = r.charge_launch_overhead();
+  if (runtime::TraceSession* t = runtime::TraceSession::active()) {
+    t->host(fmt::format("issue {}", what), "launch", h0, r.host_time());
+  }
+  return h0;
+}
+
 c10::intrusive_ptr<c10d::Work> NeuronBackend::run(Plan& plan) {
   std::lock_guard<std::mutex> lock(mutex_);
   const c10::StreamId stream = current_stream(opts_.device).id();
   const uint32_t dev = static_cast<uint32_t>(opts_.device);
   const sim::SimTime arrival = with_runtime([&](runtime::Runtime& r) {
     const sim::SimTime a = r.arrival(dev, stream);
-    // Issuing a collective costs the host what launching a kernel does.
-    r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
+    charge_issue(r, plan.call.name);
     return a;
   });
 

@@ -16,8 +16,13 @@
 #include "distributed/posted_data.h"
 #include "distributed/wire.h"
 #include "neuronsim/device_model/interconnect/collective_model.h"
+#include "neuronsim/runtime/runtime.h"
 
 namespace neuronsim::backend::distributed {
+
+/// Issuing a collective (or a send or receive) costs the host what launching a kernel does:
+/// charged to the host clock and shown on the trace's host row; returns when the issue began.
+sim::SimTime charge_issue(runtime::Runtime& r, const char* what);
 
 struct BackendOptions {
   c10::DeviceIndex device = 0;  // this rank's neuron device

@@ -41,7 +41,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::send(std::vector<at::Tensor>& tens
     std::lock_guard<std::mutex> lock(mutex_);
     placed = with_runtime([&](runtime::Runtime& r) {
       arrival = r.arrival(dev, stream);
-      r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
+      charge_issue(r, "send");
       device_model::interconnect::CollectiveDesc d{Kind::kSendRecv, static_cast<uint64_t>(bytes)};
       d.root = static_cast<uint32_t>(rank_ * opts_.ranks_per_process);
       d.peer = static_cast<uint32_t>(dst_rank * opts_.ranks_per_process);
@@ -101,7 +101,7 @@ c10::intrusive_ptr<c10d::Work> NeuronBackend::recv(std::vector<at::Tensor>& tens
   const c10::StreamId stream = current_stream(opts_.device).id();
   const sim::SimTime arrival = with_runtime([&](runtime::Runtime& r) {
     const sim::SimTime a = r.arrival(dev, stream);
-    r.host_advance(sim::SimTime::from_ns(r.device().params().host.kernel_launch_overhead_ns));
+    charge_issue(r, "recv");
     return a;
   });
   Call call{Kind::kSendRecv,

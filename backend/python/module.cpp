@@ -15,6 +15,7 @@
 #include "neuronsim/sim/host_profile.h"
 #include "python/fallback_call.h"
 #include "python/graph_bindings.h"
+#include "python/run_log_bindings.h"
 #include "python/trace_tools.h"
 
 #include <ATen/record_function.h>
@@ -133,6 +134,7 @@ void drain_autograd_thread(int dev) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "neuronsim: the simulated Trainium NeuronCore as a PyTorch device";
   bind_trace_tools(m);
+  bind_run_log(m);
   register_graph_bindings(m);
   bind_fallback_call(m);
   m.def("_init", [] {
@@ -235,6 +237,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_time_ns",
         [] { return with_runtime([](runtime::Runtime& r) { return r.device_time().ns(); }); });
   m.def("_launches", [] { return with_runtime([](runtime::Runtime& r) { return r.launches(); }); });
+  // Where the time went so far, the engines' busy time and what limits the run, as JSON.
+  m.def("_time_report",
+        [] { return with_runtime([](runtime::Runtime& r) { return r.time_report().dump(); }); });
   // Whether the kernel library models an op ("aten::addmm"; in-place forms count as theirs).
   m.def("_has_device_kernel", [](const std::string& op) { return find_native_op(op) != nullptr; });
   // The op library's rules (kernels/ops/op_rule.h): per op, whether it has an eager program and

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "neuronsim/device_model/config.h"
+#include "neuronsim/device_model/engines.h"
 #include "neuronsim/traces/summary.h"
 #include "neuronsim/traces/trace_reader.h"
 
@@ -37,7 +38,29 @@ void bind_trace_tools(py::module_& m) {
     return labels;
   });
   m.def("_summary_format", [] { return std::string(traces::kSummaryFormat); });
+  // The device model's engine table (device/engines.h), for the tools' engine names.
+  m.def("_engines", [] {
+    py::list out;
+    for (const device_model::EngineInfo& e : device_model::kEngines) {
+      py::dict d;
+      d["stream"] = std::string(e.stream);
+      d["row"] = std::string(e.row);
+      d["unit_row"] = std::string(e.unit_row);
+      d["compute"] = e.compute;
+      out.append(d);
+    }
+    return out;
+  });
   m.def("_preset_names", [] { return device_model::Config::builtin_names(); });
+  // Why a preset name does not load ("" when it does): the runtime's message, with a suggestion.
+  m.def("_preset_error", [](const std::string& name) {
+    try {
+      device_model::Config::load(name);
+      return std::string();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  });
   m.def("_preset_text",
         [](const std::string& name) { return std::string(device_model::Config::builtin_text(name)); });
 }

@@ -74,7 +74,8 @@ nlohmann::json describe(const Instruction& in) {
 ComputeEngine::ComputeEngine(sc_core::sc_module_name name, CoreContext& ctx, EngineKind kind)
     : StreamEngine(name, ctx, StreamId{kind, 0}),
       cost_(make_cost_model(kind, *ctx.core)),
-      clock_(std::string(engine_kind_name(kind)), engine_frequency(*ctx.core, kind)) {
+      clock_(std::string(engine_kind_name(kind)), engine_frequency(*ctx.core, kind)),
+      unit_row_(engine_info(kind).unit_row) {
   // Its instructions only read and write this engine's timelines (inputs_ready, engine_free_,
   // the LoadStationary unit); other engines see its results through semaphores.
   may_defer_waits_ = true;
@@ -166,7 +167,7 @@ void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
     const sim::SimTime ls_end = ls_start + ls_time;
     ls_free_ = ls_end;
     if (ctx_.tracing() && ls_time.ps > 0) {
-      trace_slice(ls_track_, "TensorE (LoadStationary)", "load_stationary", ls_start, ls_end,
+      trace_slice(ls_track_, unit_row_, "load_stationary", ls_start, ls_end,
                   {{"stationary", in.src0.to_string()},
                    {"cycles", cost.load_stationary_cycles},
                    {"index", index}});

@@ -45,6 +45,7 @@ class ComputeEngine : public StreamEngine {
   std::array<Written, 16> written_{};
   size_t written_next_ = 0;
   sim::TrackId track_ = 0, ls_track_ = 0;
+  const std::string unit_row_;  // the LoadStationary unit's trace row (engines.h)
   sim::StatsRegistry::Counter *instructions_, *busy_ps_, *busy_cycles_, *flops_;
 };
 

@@ -177,10 +177,16 @@ Config Config::load(std::string_view name_or_path) {
   }
   std::ifstream in{std::string(name_or_path)};
   if (!in) {
-    std::string names;
-    for (const auto& n : builtin_names()) names += (names.empty() ? "" : ", ") + n;
+    std::string names, best;
+    size_t best_d = 3;  // suggest only close names
+    for (const auto& n : builtin_names()) {
+      names += (names.empty() ? "" : ", ") + n;
+      const size_t d = edit_distance(n, name_or_path);
+      if (d < best_d) best_d = d, best = n;
+    }
     throw ConfigError(fmt::format(
-        "unknown preset '{}': not a built-in preset ({}) and no such file", name_or_path, names));
+        "unknown preset '{}'{}: not a built-in preset ({}) and no such file", name_or_path,
+        best.empty() ? "" : fmt::format(" (did you mean '{}'?)", best), names));
   }
   std::stringstream ss;
   ss << in.rdbuf();

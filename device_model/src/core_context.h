@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "busy_union.h"
 #include "dma_fabric.h"
 #include "neuronsim/device_model/exec_mode.h"
 #include "neuronsim/device_model/memory.h"
@@ -37,6 +38,9 @@ struct CoreContext {
   /// Per ProgramSection of the running program: when its last instruction's result became
   /// visible on any stream (the trace draws one slice per section).
   std::vector<sim::SimTime> section_end;
+
+  /// The core's DMA queues taken together: their busy time's union ("nc0.dma.busy_ps").
+  BusyUnion dma_busy;
 
   // Occupancy counters (tracing only).
   OccupancyTracker sbuf_occupancy{128}, psum_occupancy{128};

@@ -279,6 +279,8 @@ RunResult Device::run() {
     launched.push_back(c);
   }
   sim::Simulation::run_until_idle();
+  // Every transfer has ended: the DMA queues' union is settled.
+  for (uint32_t c : launched) d.core[c]->context().dma_busy.fold();
 
   std::string deadlock;
   std::exception_ptr error;
@@ -292,6 +294,7 @@ RunResult Device::run() {
   if (!deadlock.empty() || error) {
     for (uint32_t c : launched) d.core[c]->unwind();
     sim::Simulation::run_until_idle();
+    for (uint32_t c : launched) d.core[c]->context().dma_busy.fold();
     // Instructions the aborted program issued still complete: its time is not the next run's.
     sim::SimTime aborted_end = now();
     for (uint32_t c : launched) aborted_end = sim::max(aborted_end, d.core[c]->finish_time());

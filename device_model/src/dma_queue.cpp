@@ -11,7 +11,7 @@ namespace neuronsim::device_model {
 
 DmaQueue::DmaQueue(sc_core::sc_module_name name, CoreContext& ctx, uint8_t queue)
     : StreamEngine(name, ctx, StreamId{EngineKind::kDma, queue}) {
-  const std::string p = fmt::format("nc{}.dma{}.", ctx.index, queue);
+  const std::string p = fmt::format("nc{}.{}.", ctx.index, id_.name());
   transfers_ = &ctx.stats->counter(p + "transfers", "count", "DMA transfers");
   bytes_ = &ctx.stats->counter(p + "bytes", "byte", "bytes moved");
   hbm_bytes_ = &ctx.stats->counter(p + "hbm_bytes", "byte", "bytes read from or written to HBM");
@@ -49,6 +49,7 @@ void DmaQueue::run_instruction(const Instruction& in, size_t index) {
   bytes_->add(static_cast<uint64_t>(shape.bytes));
   hbm_bytes_->add(static_cast<uint64_t>(shape.hbm_bytes));
   busy_ps_->add((end - start).ps);
+  ctx_.dma_busy.add(start, end);
   if (ctx_.tracing()) {
     trace_slice(track_, display_name_, "dma_copy", start, end,
                 {{"src", in.src0.to_string()},

@@ -37,17 +37,17 @@ constexpr std::array<std::string_view, 4> kReduceNames = {"add", "max", "min", "
 }  // namespace
 
 std::string_view engine_kind_name(EngineKind e) {
-  constexpr std::array<std::string_view, 5> kNames = {"tensor", "vector", "scalar", "gpsimd",
-                                                      "dma"};
-  const auto i = static_cast<size_t>(e);
-  return i < kNames.size() ? kNames[i] : "?";
+  for (const EngineInfo& i : kEngines) {
+    if (i.kind == e) return i.stream;
+  }
+  return "?";  // not an engine (a malformed program)
 }
 
 std::string_view engine_display_name(EngineKind e) {
-  constexpr std::array<std::string_view, 5> kNames = {"TensorE", "VectorE", "ScalarE", "GpSimdE",
-                                                      "DMA"};
-  const auto i = static_cast<size_t>(e);
-  return i < kNames.size() ? kNames[i] : "?";
+  for (const EngineInfo& i : kEngines) {
+    if (i.kind == e) return i.row;
+  }
+  return "?";
 }
 
 std::string_view opcode_name(Opcode op) {

@@ -26,14 +26,20 @@ NeuronCore::NeuronCore(sc_core::sc_module_name name, uint32_t index, const ChipP
   ctx_.sink = &sim::null_trace_sink();
   ctx_.sbuf_occupancy = OccupancyTracker(chip.core.sbuf.partitions);
   ctx_.psum_occupancy = OccupancyTracker(chip.core.psum.partitions);
-  for (EngineKind k :
-       {EngineKind::kTensor, EngineKind::kVector, EngineKind::kScalar, EngineKind::kGpSimd}) {
-    engines_.push_back(
-        std::make_unique<ComputeEngine>(std::string(engine_kind_name(k)).c_str(), ctx_, k));
+  for (const EngineInfo& e : kEngines) {
+    if (e.compute) {
+      engines_.push_back(
+          std::make_unique<ComputeEngine>(std::string(e.stream).c_str(), ctx_, e.kind));
+    }
   }
+  // The queues together (a transfer of one overlapping another's counts once).
+  ctx_.dma_busy.attach(&stats.counter(
+      fmt::format("nc{}.{}.busy_ps", index, engine_info(EngineKind::kDma).stream), "ps",
+      "time at least one DMA queue was transferring (counted at a run's end)"));
   for (uint32_t q = 0; q < chip.core.dma.queues; ++q) {
-    engines_.push_back(
-        std::make_unique<DmaQueue>(fmt::format("dma{}", q).c_str(), ctx_, static_cast<uint8_t>(q)));
+    engines_.push_back(std::make_unique<DmaQueue>(
+        StreamId{EngineKind::kDma, static_cast<uint8_t>(q)}.name().c_str(), ctx_,
+        static_cast<uint8_t>(q)));
   }
 }
 

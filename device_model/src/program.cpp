@@ -5,13 +5,13 @@
 namespace neuronsim::device_model {
 
 std::string StreamId::name() const {
-  std::string n = engine == EngineKind::kDma ? fmt::format("dma{}", queue)
+  std::string n = engine == EngineKind::kDma ? fmt::format("{}{}", engine_kind_name(engine), queue)
                                              : std::string(engine_kind_name(engine));
   return pcore == 0 ? n : fmt::format("pcore{}.{}", pcore, n);
 }
 
 std::string StreamId::display_name() const {
-  if (engine == EngineKind::kDma) return fmt::format("DMA q{}", queue);
+  if (engine == EngineKind::kDma) return fmt::format("{}{}", kDmaQueueRowPrefix, queue);
   return std::string(engine_display_name(engine));
 }
 
@@ -32,13 +32,13 @@ std::optional<StreamId> parse_stream_id(std::string_view name) {
     id->pcore = static_cast<uint8_t>(p);
     return id;
   }
-  for (EngineKind e :
-       {EngineKind::kTensor, EngineKind::kVector, EngineKind::kScalar, EngineKind::kGpSimd}) {
-    if (engine_kind_name(e) == name) return StreamId{e, 0};
+  for (const EngineInfo& e : kEngines) {
+    if (e.compute && e.stream == name) return StreamId{e.kind, 0};
   }
-  if (name.size() > 3 && name.substr(0, 3) == "dma") {
+  const std::string_view dma = engine_info(EngineKind::kDma).stream;
+  if (name.size() > dma.size() && name.substr(0, dma.size()) == dma) {
     int q = 0;
-    for (char c : name.substr(3)) {
+    for (char c : name.substr(dma.size())) {
       if (c < '0' || c > '9') return std::nullopt;
       q = q * 10 + (c - '0');
       if (q > 255) return std::nullopt;

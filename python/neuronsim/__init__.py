@@ -57,8 +57,32 @@ def _setup() -> None:
     )
 
 
+def _command_line_starting() -> bool:
+    """True while the ``neuronsim`` command starts (its console script, or ``python -m
+    neuronsim``): it sets the device up (and imports torch) only for the subcommands that use
+    it, so ``--help`` and argument errors answer at once."""
+    import os
+
+    argv = list(getattr(_sys, "orig_argv", []))
+    if "-m" in argv[:-1]:  # python [options] -m neuronsim ...: the module run is this package
+        return argv[argv.index("-m") + 1] in ("neuronsim", "neuronsim.cli.main")
+    script = _sys.argv[0] if _sys.argv else ""
+    return os.path.basename(script) == "neuronsim" and not script.endswith(".py")
+
+
 # Imported by torch's backend autoload: register nothing here. `_autoload` decides (only with
 # NEURON_SIM=1) and turns a failure into a warning instead of breaking `import torch`.
 _deferred = _torch_is_importing()
-if not _deferred:
+# The command line: set up on the first use of the package's API (`__getattr__` below).
+_on_first_use = not _deferred and _command_line_starting()
+if not _deferred and not _on_first_use:
     _setup()
+
+
+def __getattr__(name: str):
+    global _on_first_use  # noqa: PLW0603
+    if _on_first_use and name in __all__:
+        _on_first_use = False
+        _setup()
+        return globals()[name]
+    raise AttributeError(f"module 'neuronsim' has no attribute '{name}'")

@@ -36,6 +36,10 @@ void CollectiveTimeline::record(uint32_t core, const CollectiveRecord& r, sim::T
   ++t.count;
   t.busy = t.busy + (r.end - r.start);
   t.waited = t.waited + r.waited();
+  if (account_) {
+    account_->add(traces::TimePart::kCollectiveWait, r.ready, r.start);
+    account_->add(traces::TimePart::kCollectives, r.start, r.end);
+  }
   if (!sink.enabled()) return;
   if (tracks_sink_ != &sink) tracks_.clear(), tracks_sink_ = &sink;
   auto [it, fresh] = tracks_.emplace(std::make_pair(core, r.group), 0);

@@ -6,7 +6,9 @@
 
 #include <fmt/format.h>
 
+#include "neuronsim/device_model/engines.h"
 #include "neuronsim/device_model/errors.h"
+#include "neuronsim/runtime/run_log.h"
 
 namespace neuronsim::runtime {
 
@@ -169,6 +171,7 @@ Runtime::Runtime(const RuntimeConfig& config) : config_(config) {
   }
   streams_.resize(physical_.size(), std::vector<StreamState>(1));
   device_->set_hbm_range_check([this](uint64_t a, uint64_t n) { return valid_range(a, n); });
+  collectives_.set_account(&account_);
 }
 
 void Runtime::check_dev(uint32_t dev) const {
@@ -243,6 +246,7 @@ Runtime::StreamState& Runtime::stream_state(uint32_t dev, int64_t stream) {
 
 int64_t Runtime::new_stream(uint32_t dev) {
   check_dev(dev);
+  if (log_) log_->add({RunLog::Kind::kNewStream, dev});
   streams_[dev].push_back({});
   return static_cast<int64_t>(streams_[dev].size() - 1);
 }
@@ -259,6 +263,11 @@ device_model::RunResult Runtime::launch(uint32_t dev, int64_t stream, const devi
   device_->set_mode(functional ? device_model::ExecMode::kFull : device_model::ExecMode::kTiming);
   device_model::RunResult r = device_->run(physical_[dev], program, validated);
   ++launches_;
+  if (log_) log_->launch(dev, stream, program);
+  // Nothing recorded from now on begins before the host clock (kernels, copies and host work
+  // start at or after it): what lies before it can be settled.
+  if (account_.pending() > 1024) account_.settle(host_time_);
+  for (const auto& c : r.cores) account_.add(traces::TimePart::kKernels, c.start, c.end);
   stream_state(dev, stream).ready = r.end;
   if (config_.launch_blocking) host_time_ = sim::max(host_time_, r.end);
   return r;
@@ -270,12 +279,78 @@ device_model::Device::HostCopy Runtime::copy_host(uint32_t dev, int64_t stream, 
   const sim::SimTime start = start_time(dev, stream);
   if (start > device_->now()) device_->advance(start - device_->now());
   const auto r = device_->host_copy(physical_[dev], bytes, to_device, hbm_address);
+  if (log_) {
+    log_->add({RunLog::Kind::kCopy, dev, stream, hbm_address, bytes, to_device, non_blocking});
+  }
+  account_.add(traces::TimePart::kHostCopies, r.start, r.end);
   stream_state(dev, stream).ready = r.end;
   if (!non_blocking || config_.launch_blocking) host_time_ = sim::max(host_time_, r.end);
   return r;
 }
 
+void Runtime::host_advance(sim::SimTime delta) {
+  if (log_) log_->add({RunLog::Kind::kHostAdvance, 0, 0, 0, delta.ps});
+  host_time_ = host_time_ + delta;
+}
+
+sim::SimTime Runtime::charge(traces::TimePart part, double ns) {
+  if (log_) {
+    log_->add({part == traces::TimePart::kLaunch ? RunLog::Kind::kChargeLaunch
+                                                 : RunLog::Kind::kChargeFallback});
+  }
+  const sim::SimTime begin = host_time_;
+  host_time_ = host_time_ + sim::SimTime::from_ns(ns);
+  account_.add(part, begin, host_time_);
+  return begin;
+}
+
+sim::SimTime Runtime::charge_launch_overhead() {
+  return charge(traces::TimePart::kLaunch, device_->params().host.kernel_launch_overhead_ns);
+}
+
+sim::SimTime Runtime::charge_cpu_fallback() {
+  return charge(traces::TimePart::kCpuFallback, device_->params().host.cpu_fallback_overhead_ns);
+}
+
+traces::TimeAccount Runtime::time_account() const {
+  return account_.account(
+      sim::max(sim::max(host_time_, device_->now()), collectives_.latest_end()));
+}
+
+std::vector<std::pair<std::string, sim::SimTime>> Runtime::engine_busy() const {
+  std::vector<std::pair<std::string, sim::SimTime>> out;
+  sim::StatsRegistry& stats = device_->stats();
+  for (uint32_t c = 0; c < device_->num_cores(); ++c) {
+    std::vector<std::pair<std::string, sim::SimTime>> core;
+    bool ran = false;
+    for (const device_model::EngineInfo& e : device_model::kEngines) {
+      const std::string key = fmt::format("nc{}.{}.busy_ps", c, e.stream);
+      const auto ps = static_cast<uint64_t>(stats.value(key));
+      const std::string row = e.compute ? std::string(e.row) : std::string(device_model::kAllDmaRow);
+      core.push_back({fmt::format("nc{} {}", c, row), {ps}});
+      ran = ran || ps > 0;
+    }
+    if (ran) out.insert(out.end(), core.begin(), core.end());
+  }
+  return out;
+}
+
+nlohmann::json Runtime::time_report() const {
+  const traces::TimeAccount a = time_account();
+  // [label, ns] pairs in the engine table's order, engines that did something only (as a
+  // trace lists the engines with instructions).
+  nlohmann::json engines = nlohmann::json::array();
+  const auto busy = engine_busy();
+  for (const auto& [label, t] : busy) {
+    if (t.ps > 0) engines.push_back({label, static_cast<double>(t.ps) / 1000.0});
+  }
+  return {{"time_account", a.to_json()},
+          {"engine_busy_ns", std::move(engines)},
+          {"limit", traces::to_json(traces::limit_of(a, busy))}};
+}
+
 void Runtime::synchronize() {
+  if (log_) log_->add({RunLog::Kind::kSynchronize});
   // Collectives in flight count as device work (as NCCL kernels do for cudaDeviceSynchronize).
   host_time_ = sim::max(host_time_, sim::max(device_->now(), collectives_.latest_end()));
 }
@@ -286,25 +361,32 @@ const device_model::interconnect::InterconnectParams& Runtime::interconnect() {
 }
 
 sim::SimTime Runtime::arrival(uint32_t dev, int64_t stream) {
+  if (log_) log_->unreplayable("it ran collectives (its clock meets the other ranks')");
+  return stream_done(dev, stream);
+}
+
+sim::SimTime Runtime::stream_done(uint32_t dev, int64_t stream) {
   const StreamState& s = stream_state(dev, stream);
   return sim::max(sim::max(host_time_, s.ready), s.wait);
 }
 
 void Runtime::record(Event& e, uint32_t dev, int64_t stream) {
-  const StreamState& s = stream_state(dev, stream);
+  if (log_) log_->add({RunLog::Kind::kRecord, dev, stream, log_->event_id(e)});
   // The event completes when the stream's work and the events it waits for complete (never
   // before the host reached the record call): what arrival() gives a collective.
-  e.time = arrival(dev, stream);
+  e.time = stream_done(dev, stream);
   e.recorded = true;
 }
 
 void Runtime::wait_event(const Event& e, uint32_t dev, int64_t stream) {
+  if (log_) log_->add({RunLog::Kind::kWaitEvent, dev, stream, log_->event_id(e), 0, e.recorded});
   if (!e.recorded) return;
   StreamState& s = stream_state(dev, stream);
   s.wait = sim::max(s.wait, e.time);
 }
 
 void Runtime::synchronize_event(const Event& e) {
+  if (log_) log_->add({RunLog::Kind::kSynchronizeEvent, 0, 0, log_->event_id(e), 0, e.recorded});
   if (e.recorded) host_time_ = sim::max(host_time_, e.time);
 }
 
@@ -314,6 +396,7 @@ bool Runtime::query_stream(uint32_t dev, int64_t stream) const {
 }
 
 void Runtime::synchronize_stream(uint32_t dev, int64_t stream) {
+  if (log_) log_->add({RunLog::Kind::kSynchronizeStream, dev, stream});
   host_time_ = sim::max(host_time_, stream_state(dev, stream).ready);
 }
 

@@ -19,7 +19,8 @@ TraceSession* TraceSession::active() {
 }
 
 TraceSession::TraceSession(Runtime& rt, const std::string& path)
-    : sink_(std::make_unique<traces::ChromeJsonSink>(path)) {
+    : sink_(std::make_unique<traces::ChromeJsonSink>(path)),
+      begin_(sim::max(rt.host_time(), rt.device_time())) {
   cores_ = rt.device().num_cores();
   core_ops_.assign(cores_, 0);
   python_track_ = sink_->add_track({"host", "Python", sim::TrackKind::kSlices, 0});
@@ -41,6 +42,8 @@ void TraceSession::stop(Runtime& rt, const nlohmann::json& metadata) {
   rt.synchronize();
   for (auto it = metadata.begin(); it != metadata.end(); ++it)
     s.sink_->metadata(it.key(), it.value());
+  // The recorded window: what the summary's account of the time splits (time_account.h).
+  s.sink_->metadata("begin_ns", s.begin_.ns());
   s.sink_->metadata("end_ns", sim::max(rt.host_time(), rt.device_time()).ns());
   s.sink_->metadata("device_time_ns", rt.device_time().ns());
   s.sink_->metadata("host_time_ns", rt.host_time().ns());

@@ -282,9 +282,12 @@ TEST(Config, LoadFromFile) {
   EXPECT_EQ(c.name(), "my-trn2");
   EXPECT_EQ(parse_chip_params(c).cores_per_chip, 8u);
   expect_config_error([&] { Config::load(bad); }, {bad + ": not valid JSON"});
-  expect_config_error(
-      [] { Config::load("trn9"); },
-      {"unknown preset 'trn9': not a built-in preset (", "trn1", "trn2", ") and no such file"});
+  expect_config_error([] { Config::load("trn9"); },
+                      {"unknown preset 'trn9' (did you mean 'trn1'?): not a built-in preset (",
+                       "trn1", "trn2", ") and no such file"});
+  // No suggestion for a name far from every preset.
+  expect_config_error([] { Config::load("h100"); },
+                      {"unknown preset 'h100': not a built-in preset ("});
   expect_config_error([&] { Config::load(dir); }, {dir});  // a directory is not a preset
   std::remove(good.c_str());
   std::remove(bad.c_str());

@@ -261,7 +261,8 @@ def _inside(slices, enclosing) -> list:
 def test_run_trace_structure(out):
     p = _ok(out["train"])
     assert "loss" in p.stdout  # the script ran as __main__ with its arguments
-    assert "simulated time" in p.stderr and "bottleneck nc0" in p.stderr
+    assert "simulated time" in p.stderr and "neuronsim: bottleneck: " in p.stderr
+    assert "neuronsim: where the time went: kernels " in p.stderr
     meta, rows, counters = _read_trace(out["dir"] / "train.json")
     for row in ("Python", "ATen ops", "Host runtime"):
         assert ("host", row) in rows, row
@@ -368,7 +369,8 @@ def test_whatif_memory_bound_follows_hbm_bandwidth(out):
         "simulated",
         "time",
     ]
-    assert len(lines) == 2 + 4 and "DMA (all queues)" in lines[2]
+    # Header, rule, four runs, the footnote on the baseline.
+    assert len(lines) == 2 + 4 + 1 and "DMA (all queues)" in lines[2]
     t = {k: float(r["simulated_time_ns"]) for k, r in _csv(out["dir"] / "memory.csv").items()}
     assert t[("820", "2.8")] < 0.8 * t[("410", "2.8")]
     # Determinism across processes: a parameter that does not matter gives identical times.
@@ -568,10 +570,11 @@ def test_report_roofline_and_html(out, tmp_path):
         "5",
     )
     assert code == 0
-    _check_png(tmp_path / "roof.png", (800, 550))
+    _check_png(tmp_path / "roof.png", (950, 550))
     page = (tmp_path / "report.html").read_text()
     for section in (
         "Summary",
+        "Where the time went",
         "Engines",
         "Top ops",
         "Top kernels",
@@ -580,7 +583,7 @@ def test_report_roofline_and_html(out, tmp_path):
         "Configuration",
     ):
         assert f">{section}</h2>" in page, section
-    assert page.count('src="data:image/png;base64,') == 1
+    assert page.count('src="data:image/png;base64,') == 2  # the timeline and the roofline
     assert "http://" not in page and "https://" not in page  # self-contained
     assert "aten::addmm" in page and "hbm.bandwidth_gbps" in page
     # The page `run --report` wrote has the same sections.
@@ -605,7 +608,8 @@ def test_report_text_and_json(out):
     assert code == 0
     for needle in (
         "simulated time",
-        "bottleneck      nc0",
+        "bottleneck      ",
+        "Where the time went",
         "TensorE FLOP/s",
         "% of peak",
         "Engines",
@@ -730,10 +734,10 @@ def test_report_on_a_synthetic_trace(tmp_path):
     assert engines["TensorE"]["utilisation"] == pytest.approx(500 / 11000)
     assert s["peak_flops_per_s"] == 91.75e12 and s["peak_hbm_bytes_per_s"] == 410e9
     assert (s["native_calls"], s["fallback_calls"], s["fallback_ops"]) == (1, 3, ["aten::foo"])
-    code, text, _ = in_process("report", trace, "--roofline", tmp_path / "r.png")
+    code, text, _ = in_process("report", trace, "--roofline", tmp_path / "r.png", "--text")
     assert code == 0 and "1 native calls, 3 CPU fallback calls" in text
     assert re.search(r"aten::foo\s+0\s+3\s+0", text)
-    _check_png(tmp_path / "r.png", (800, 550))
+    _check_png(tmp_path / "r.png", (950, 550))
 
 
 def test_report_lists_compiled_graphs_fused_programs(tmp_path):

@@ -7,13 +7,16 @@
 
 #include <fmt/format.h>
 
+#include "neuronsim/device_model/engines.h"
 #include "neuronsim/traces/trace_reader.h"
 
 namespace neuronsim::traces {
 namespace {
 
-constexpr const char* kLoadStationary = "TensorE (LoadStationary)";
-constexpr const char* kAllDma = "DMA (all queues)";
+using device_model::kAllDmaRow;
+using device_model::kDmaQueueRowPrefix;
+using device_model::kEngines;
+const std::string kAllDma(kAllDmaRow);
 
 // A row of one physical core of a logical core of several (trn2 LNC=2) is named
 // "pcore<p> <row>" (device.h, Note [LNC launch]): {"pcore<p>", "<row>"}; else {"", name}.
@@ -29,18 +32,21 @@ std::string base_row(const std::string& n) {
 }
 
 bool is_compute_engine(const std::string& row) {
-  const std::string n = base_row(row);
-  return n == "TensorE" || n == "VectorE" || n == "ScalarE" || n == "GpSimdE";
+  return device_model::compute_engine_of_row(base_row(row)) != nullptr;
 }
 bool is_dma_queue(const std::string& row) {
-  return base_row(row).rfind("DMA q", 0) == 0;
+  return base_row(row).rfind(kDmaQueueRowPrefix, 0) == 0;
 }
-bool is_load_stationary(const std::string& row) {
-  return base_row(row) == kLoadStationary;
+// A unit's row beside its engine's (TensorE's LoadStationary).
+bool is_unit_row(const std::string& row) {
+  const std::string n = base_row(row);
+  return std::any_of(kEngines.begin(), kEngines.end(), [&](const device_model::EngineInfo& e) {
+    return !e.unit_row.empty() && e.unit_row == n;
+  });
 }
 // Rows holding instructions of a core's kernels (not Host DMA, which belongs to no kernel).
 bool is_instruction_row(const std::string& n) {
-  return is_compute_engine(n) || is_load_stationary(n) || is_dma_queue(n);
+  return is_compute_engine(n) || is_unit_row(n) || is_dma_queue(n);
 }
 
 // A JSON number as a double; anything else (missing, bool, string) is 0.
@@ -91,16 +97,27 @@ std::vector<Row> rows_of(const Trace& t) {
   return rows;
 }
 
-void add_engines(Summary& s, const std::vector<Row>& rows, uint64_t span) {
-  std::map<std::pair<std::string, std::string>, std::vector<std::pair<uint64_t, uint64_t>>> iv;
+using EngineIntervals =
+    std::map<std::pair<std::string, std::string>, std::vector<std::pair<uint64_t, uint64_t>>>;
+
+std::string role_of(const std::string& row) {
+  if (is_compute_engine(row)) return "engine";
+  if (is_unit_row(row)) return "unit";
+  if (base_row(row) == kAllDma) return "dma";
+  return is_dma_queue(row) ? "dma_queue" : "";
+}
+
+// The engine rows' summaries; returns their intervals by (process, row).
+EngineIntervals add_engines(Summary& s, const std::vector<Row>& rows, uint64_t span) {
+  EngineIntervals iv;
   std::set<std::string> active;
   for (const Row& row : rows) {
-    const bool engine = is_compute_engine(row.name) || is_load_stationary(row.name);
+    const bool engine = is_compute_engine(row.name) || is_unit_row(row.name);
     const bool dma = is_dma_queue(row.name);
     if (!engine && !dma) continue;
     // Active physical cores: a logical core's pcores count one each.
     const std::string pcore = split_pcore(row.name).first;
-    if (!is_load_stationary(row.name)) {
+    if (!is_unit_row(row.name)) {
       active.insert(pcore.empty() ? row.process : row.process + " " + pcore);
     }
     auto& own = iv[{row.process, row.name}];
@@ -125,6 +142,7 @@ void add_engines(Summary& s, const std::vector<Row>& rows, uint64_t span) {
     e.instructions = intervals.size();
     e.busy = union_length(intervals);
     e.utilisation = span > 0 ? static_cast<double>(e.busy.ps) / static_cast<double>(span) : 0;
+    e.role = role_of(e.engine);
     if ((is_compute_engine(e.engine) || base_row(e.engine) == kAllDma) &&
         e.utilisation > s.bottleneck_utilisation) {
       s.bottleneck_utilisation = e.utilisation;
@@ -138,6 +156,81 @@ void add_engines(Summary& s, const std::vector<Row>& rows, uint64_t span) {
                      return engine_before(a.engine, b.engine);
                    });
   s.active_cores.assign(active.begin(), active.end());
+  return iv;
+}
+
+// The busy fraction of each of `bins` bins of `bin` ps from `begin`, of sorted intervals.
+std::vector<double> binned(std::vector<std::pair<uint64_t, uint64_t>> iv, uint64_t begin,
+                           uint64_t bin, size_t bins) {
+  std::vector<double> out(bins, 0.0);
+  std::sort(iv.begin(), iv.end());
+  uint64_t covered = begin;  // union: each stretch counted once
+  for (auto [b, e] : iv) {
+    b = std::max(b, covered);
+    if (e <= b) continue;
+    covered = e;
+    for (uint64_t at = b; at < e;) {
+      const size_t i = std::min<size_t>(bins - 1, (at - begin) / bin);
+      const uint64_t bin_end = begin + (i + 1) * bin;
+      const uint64_t upto = i + 1 == bins ? e : std::min(e, bin_end);
+      out[i] += static_cast<double>(upto - at);
+      at = upto;
+    }
+  }
+  for (double& x : out) x = std::min(1.0, x / static_cast<double>(bin));
+  return out;
+}
+
+// Where the window's time went (time_account.h), what limits the run and the timeline.
+void add_time(Summary& s, const Trace& t, const EngineIntervals& iv, size_t bins) {
+  TimeAccumulator acc(s.begin);
+  for (const SliceRecord& r : t.slices) {
+    if (r.track >= t.tracks.size()) continue;
+    if (auto part = part_of_category(r.category)) acc.add(*part, r.begin, r.end);
+  }
+  std::vector<OwnedSpan> spans;
+  s.time = acc.account(s.end, &spans);
+
+  std::vector<std::pair<uint64_t, uint64_t>> any;
+  for (const auto& [key, intervals] : iv) {
+    if (role_of(key.second) == "dma") continue;  // its queues are there
+    any.insert(any.end(), intervals.begin(), intervals.end());
+  }
+  s.engines_busy = union_length(std::move(any));
+
+  std::vector<std::pair<std::string, sim::SimTime>> limiting;
+  for (const EngineSummary& e : s.engines) {
+    if (e.role == "engine" || e.role == "dma")
+      limiting.push_back({e.process + " " + e.engine, e.busy});
+  }
+  s.limit = limit_of(s.time, limiting);
+
+  const uint64_t span = s.end.ps - s.begin.ps;
+  if (bins == 0 || span == 0) return;
+  bins = static_cast<size_t>(std::min<uint64_t>(bins, span));
+  const uint64_t bin = (span + bins - 1) / bins;
+  s.timeline.begin = s.begin;
+  s.timeline.bin = {bin};
+  const bool multi = s.active_cores.size() > 1;
+  for (const EngineSummary& e : s.engines) {
+    if (e.role != "engine" && e.role != "dma") continue;
+    auto it = iv.find({e.process, e.engine});
+    if (it == iv.end()) continue;
+    s.timeline.rows.push_back({multi ? e.process + " " + e.engine : e.engine, "engine",
+                               binned(it->second, s.begin.ps, bin, bins)});
+  }
+  for (size_t p = 0; p < kTimePartCount; ++p) {
+    const auto part = static_cast<TimePart>(p);
+    if (part == TimePart::kKernels || part == TimePart::kIdle || s.time.exposed[p].ps == 0) {
+      continue;
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> owned;
+    for (const OwnedSpan& o : spans) {
+      if (o.part == part) owned.push_back({o.begin.ps, o.end.ps});
+    }
+    s.timeline.rows.push_back({std::string(time_part_name(part)), "part",
+                               binned(std::move(owned), s.begin.ps, bin, bins)});
+  }
 }
 
 bool is_section(const SliceRecord& r) {
@@ -202,8 +295,14 @@ void add_kernels(Summary& s, const std::vector<Row>& rows) {
     return it != kr.graphs.begin() && e <= (*(it - 1))->end;
   };
   std::map<std::string, KernelSummary> work, graph_work;
+  // Per kernel, per engine ("DMA" for the queues together): its instructions' intervals.
+  using Intervals = std::vector<std::pair<uint64_t, uint64_t>>;
+  std::map<std::string, std::map<std::string, Intervals>> busy, graph_busy;
   for (const Row& row : rows) {
     if (!is_instruction_row(row.name)) continue;
+    const std::string engine = is_dma_queue(row.name)
+                                   ? std::string(device_model::engine_info(device_model::EngineKind::kDma).row)
+                                   : (is_compute_engine(row.name) ? base_row(row.name) : "");
     auto k = kernel_rows.find(row.process);
     for (const SliceRecord* r : row.slices) {
       // The last kernel starting at or before the instruction, if it also ends after it (or,
@@ -231,7 +330,20 @@ void add_kernels(Summary& s, const std::vector<Row>& rows) {
         }
       };
       add(work[kernel->name]);
-      if (is_section(*kernel)) add(graph_work[kernel->args.value("program", std::string())]);
+      if (!engine.empty()) busy[kernel->name][engine].push_back({r->begin.ps, r->end.ps});
+      if (is_section(*kernel)) {
+        const std::string program = kernel->args.value("program", std::string());
+        add(graph_work[program]);
+        if (!engine.empty()) graph_busy[program][engine].push_back({r->begin.ps, r->end.ps});
+      }
+    }
+  }
+  for (auto& [name, engines] : busy) {
+    for (auto& [engine, iv] : engines) work[name].engine_busy[engine] = union_length(std::move(iv));
+  }
+  for (auto& [name, engines] : graph_busy) {
+    for (auto& [engine, iv] : engines) {
+      graph_work[name].engine_busy[engine] = union_length(std::move(iv));
     }
   }
   std::vector<KernelSummary> kernels, graphs;
@@ -274,6 +386,20 @@ void add_ops(Summary& s, const std::vector<Row>& rows) {
     return a.total != b.total ? a.total > b.total : a.name < b.name;
   });
   s.ops = std::move(ops);
+  // Host op ranges that launched nothing (views, metadata, host-only ops): not in the op table.
+  std::map<std::string, uint64_t> idle;
+  for (const Row& row : rows) {
+    if (row.name != "ATen ops") continue;
+    for (const SliceRecord* r : row.slices) {
+      if (r->args.is_object() && r->args.contains("kernels_on_cores") &&
+          num(r->args["kernels_on_cores"]) == 0) {
+        ++idle[r->name];
+      }
+    }
+  }
+  s.ops_without_kernels.assign(idle.begin(), idle.end());
+  std::stable_sort(s.ops_without_kernels.begin(), s.ops_without_kernels.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
 }
 
 double percent(sim::SimTime part, sim::SimTime whole) {
@@ -287,12 +413,23 @@ bool engine_before(const std::string& a_row, const std::string& b_row) {
   const auto [pa, a] = split_pcore(a_row);
   const auto [pb, b] = split_pcore(b_row);
   if (pa != pb) return pa.size() != pb.size() ? pa.size() < pb.size() : pa < pb;
-  static const std::vector<std::string> order = {"TensorE", kLoadStationary, "VectorE",
-                                                 "ScalarE", "GpSimdE",       kAllDma};
+  // The engine table's order: each compute engine with its units' rows, then the DMA queues
+  // together and one by one.
+  static const std::vector<std::string> order = [] {
+    std::vector<std::string> o;
+    for (const device_model::EngineInfo& e : kEngines) {
+      if (!e.compute) continue;
+      o.emplace_back(e.row);
+      if (!e.unit_row.empty()) o.emplace_back(e.unit_row);
+    }
+    o.push_back(kAllDma);
+    return o;
+  }();
   auto rank = [](const std::string& e) -> std::pair<size_t, int64_t> {
     auto it = std::find(order.begin(), order.end(), e);
     if (it != order.end()) return {static_cast<size_t>(it - order.begin()), 0};
-    const std::string q = e.size() > 5 ? e.substr(5) : "";
+    const std::string q =
+        e.size() > kDmaQueueRowPrefix.size() ? e.substr(kDmaQueueRowPrefix.size()) : "";
     if (is_dma_queue(e) && !q.empty() && std::all_of(q.begin(), q.end(), ::isdigit)) {
       return {order.size(), std::stoll(q)};
     }
@@ -336,7 +473,7 @@ sim::SimTime union_length(std::vector<std::pair<uint64_t, uint64_t>> iv) {
   return {total};
 }
 
-Summary summarize(const Trace& t) {
+Summary summarize(const Trace& t, size_t bins) {
   Summary s;
   s.metadata = t.metadata.is_object() ? t.metadata : nlohmann::json::object();
   s.preset = s.metadata.contains("preset") && s.metadata["preset"].is_string()
@@ -350,12 +487,26 @@ Summary summarize(const Trace& t) {
     if (!any || r.end.ps > hi) hi = r.end.ps;
     any = true;
   }
+  // The recording's window (neuronsim traces carry it), widened to every slice.
+  auto ps_of = [](const nlohmann::json& v) {
+    return static_cast<uint64_t>(std::llround(num(v) * 1e3));
+  };
+  if (s.metadata.contains("begin_ns") && s.metadata["begin_ns"].is_number()) {
+    const uint64_t b = ps_of(s.metadata["begin_ns"]);
+    lo = any ? std::min(lo, b) : b;
+    hi = any ? hi : b;
+    any = true;
+  }
+  if (any && s.metadata.contains("end_ns") && s.metadata["end_ns"].is_number()) {
+    hi = std::max(hi, ps_of(s.metadata["end_ns"]));
+  }
   s.begin = {lo};
   s.end = {hi};
   const std::vector<Row> rows = rows_of(t);
-  add_engines(s, rows, hi - lo);
+  const EngineIntervals engine_intervals = add_engines(s, rows, hi - lo);
   add_kernels(s, rows);
   add_ops(s, rows);
+  add_time(s, t, engine_intervals, bins);
   const double seconds = static_cast<double>(hi - lo) * 1e-12;
   if (seconds > 0) {
     s.achieved_flops_per_s = s.flops / seconds;
@@ -391,7 +542,7 @@ nlohmann::json Summary::to_json() const {
   nlohmann::json j;
   j["format"] = kSummaryFormat;
   j["preset"] = metadata.contains("preset") ? metadata["preset"] : nlohmann::json("");
-  for (const char* k : {"overrides", "config", "peaks", "op_report"}) {
+  for (const char* k : {"overrides", "config", "peaks", "op_report", "distributed"}) {
     j[k] = entry_or_empty(metadata, k);
   }
   for (const char* k : {"device_time_ns", "host_time_ns", "end_ns"}) j[k] = num(metadata, k);
@@ -404,6 +555,7 @@ nlohmann::json Summary::to_json() const {
   for (const auto& e : engines) {
     es.push_back({{"process", e.process},
                   {"engine", e.engine},
+                  {"role", e.role},
                   {"instructions", e.instructions},
                   {"busy_ns", ns_of(e.busy.ps)},
                   {"utilisation", e.utilisation}});
@@ -424,6 +576,13 @@ nlohmann::json Summary::to_json() const {
                   {"percent", percent(o.total, op_time)}});
   }
   j["op_time_ns"] = ns_of(op_time.ps);
+  uint64_t no_kernel_calls = 0;
+  nlohmann::json no_kernel = nlohmann::json::array();
+  for (const auto& [name, n] : ops_without_kernels) {
+    no_kernel_calls += n;
+    if (no_kernel.size() < 10) no_kernel.push_back({name, n});
+  }
+  j["ops_without_kernels"] = {{"calls", no_kernel_calls}, {"top", std::move(no_kernel)}};
   auto kernel_json = [](const KernelSummary& k, sim::SimTime whole) {
     const double secs = static_cast<double>(k.total.ps) * 1e-12;
     nlohmann::json x = {{"name", k.name},
@@ -439,6 +598,9 @@ nlohmann::json Summary::to_json() const {
                         {"achieved_flops_per_s", k.total.ps ? k.flops / secs : 0.0},
                         {"achieved_hbm_bytes_per_s", k.total.ps ? k.hbm_bytes / secs : 0.0}};
     if (!k.nodes.empty()) x["fused_nodes"] = k.nodes;
+    nlohmann::json busy = nlohmann::json::object();
+    for (const auto& [engine, t] : k.engine_busy) busy[engine] = ns_of(t.ps);
+    x["engine_busy_ns"] = std::move(busy);
     return x;
   };
   auto& ks = j["kernels"] = nlohmann::json::array();
@@ -450,6 +612,19 @@ nlohmann::json Summary::to_json() const {
   // What torch.compile did in the traced run (neuronsim.compile_stats(), recorded by tracing).
   j["compile"] = entry_or_empty(metadata, "compile");
   j["kernel_time_ns"] = ns_of(kernel_time.ps);
+  j["time_account"] = time.to_json();
+  j["time_account"]["engines_busy_ns"] = ns_of(engines_busy.ps);
+  j["limit"] = traces::to_json(limit);
+  nlohmann::json rows = nlohmann::json::array();
+  for (const Timeline::Row& r : timeline.rows) {
+    nlohmann::json busy = nlohmann::json::array();
+    // Four decimals: the page shows percentages; the document stays small.
+    for (double x : r.busy) busy.push_back(std::round(x * 1e4) / 1e4);
+    rows.push_back({{"label", r.label}, {"kind", r.kind}, {"busy", std::move(busy)}});
+  }
+  j["timeline"] = {{"begin_ns", ns_of(timeline.begin.ps)},
+                   {"bin_ns", ns_of(timeline.bin.ps)},
+                   {"rows", std::move(rows)}};
   j["instructions_outside_kernels"] = instructions_outside_kernels;
   int64_t native = 0, fallback = 0;
   std::vector<std::string> fallback_ops;

@@ -4,18 +4,27 @@ from __future__ import annotations
 
 import json
 
-from neuronsim import _C
 from neuronsim.cli import trace_data
 from neuronsim.cli.errors import CLIError
 from neuronsim.cli.formatting import pct, rate_str, ratio_str, table, time_str
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("diff", help="compare two runs", description=__doc__.split("``: ")[1])
+    p = sub.add_parser(
+        "diff",
+        help="compare two runs",
+        description=__doc__.split("``: ")[1],
+        epilog="examples:\n  neuronsim diff before.json after.json\n"
+        "  neuronsim diff runs/000_stock.json runs/001_hbm.bandwidth_gbps=820.json --top 5",
+    )
     p.add_argument("a", help="trace or `neuronsim run --summary-json` file (baseline)")
     p.add_argument("b", help="trace or summary file to compare with the baseline")
     p.add_argument(
-        "--top", type=int, default=20, metavar="N", help="ops shown, largest change first"
+        "--top",
+        type=int,
+        default=20,
+        metavar="N",
+        help="ops shown, largest change first (default 20)",
     )
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(func=run)
@@ -27,6 +36,8 @@ def _delta_str(ns: float) -> str:
 
 def compare(a: dict, b: dict) -> dict:
     """The comparison of two summaries (traces/src/diff.cpp): totals, engines, ops."""
+    from neuronsim import _C
+
     return json.loads(_C._summary_diff(json.dumps(a), json.dumps(b)))
 
 

@@ -16,7 +16,11 @@ from neuronsim.cli.formatting import bytes_str
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "ls", help="list the simulated Neuron devices", description=__doc__.split("``: ", 1)[1]
+        "ls",
+        help="list the simulated Neuron devices",
+        description=__doc__.split("``: ", 1)[1],
+        epilog="examples:\n  neuronsim ls\n  neuronsim ls --preset trn2 --json\n"
+        "  NEURON_RT_VISIBLE_CORES=0-1 neuronsim ls",
     )
     common.add_config_options(p)
     p.add_argument("--json", action="store_true", help="print the devices as JSON")

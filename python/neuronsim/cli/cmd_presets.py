@@ -7,19 +7,39 @@ import json
 from neuronsim.cli import presets
 from neuronsim.cli.formatting import table
 
+EXAMPLES = """\
+commands:
+  list    the built-in presets: name, NeuronCore generation, instance type, description
+  show    every parameter of one preset with its value, source and confidence
+
+examples:
+  neuronsim presets list
+  neuronsim presets show trn2
+  neuronsim presets show my_preset.json --json"""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "presets",
         help="list presets, show every parameter of one",
         description=__doc__.split("``: ")[1],
+        epilog=EXAMPLES,
     )
     psub = p.add_subparsers(dest="presets_command", metavar="{list,show}")
     psub.required = True
-    lst = psub.add_parser("list", help="the built-in presets")
+    lst = psub.add_parser(
+        "list",
+        help="the built-in presets",
+        description="The built-in presets: name, generation, instance type, description.",
+    )
     lst.set_defaults(func=run_list)
-    show = psub.add_parser("show", help="every parameter with its value and source")
-    show.add_argument("preset", help="trn1, trn2 or a preset JSON file")
+    show = psub.add_parser(
+        "show",
+        help="every parameter with its value and source",
+        description="Every parameter of a preset with its value, source and confidence.",
+        epilog="example: neuronsim presets show trn1",
+    )
+    show.add_argument("preset", help=f"{', '.join(presets.builtin_names())} or a preset JSON file")
     show.add_argument(
         "--json", action="store_true", help="print {key: {value, source, ...}} as JSON"
     )

@@ -1,22 +1,41 @@
-"""``neuronsim report``: engines, top ops and kernels, FLOP/s and bytes/s against the preset's
-peaks, a roofline plot and the native/fallback op counts of one trace."""
+"""``neuronsim report``: where the simulated time of one trace went (kernels, launch overhead,
+copies, CPU fallbacks, collectives: parts that add up to the run), engines, top ops and kernels,
+FLOP/s and bytes/s against the preset's peaks, a roofline plot and the native/fallback op counts.
+"""
 
 from __future__ import annotations
 
 import json
+import sys
 
-from neuronsim.cli import ranks, sections, trace_data
+from neuronsim.cli import ranks, sections, time_report, trace_data
 from neuronsim.cli.errors import CLIError, write_file
 from neuronsim.cli.formatting import table
+
+EXAMPLES = """\
+examples:
+  neuronsim report out.json                       the whole report as text
+  neuronsim report out.json --html report.html    the page (timeline, roofline); prints a short
+                                                  summary, --text for the whole report too
+  neuronsim report out.json --roofline roof.png --top 5
+  neuronsim report ddp.json --rank 1              one rank of a merged distributed trace"""
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "report", help="profile report of a trace", description=__doc__.split("``: ")[1]
+        "report",
+        help="where the time went, engines, ops and kernels of a trace",
+        description=__doc__.split("``: ")[1],
+        epilog=EXAMPLES,
     )
     p.add_argument("trace", help="trace from `neuronsim run --trace` (or neuronsim.tracing)")
-    p.add_argument("--html", metavar="OUT.html", help="also write a self-contained HTML page")
-    p.add_argument("--roofline", metavar="OUT.png", help="also write the roofline plot")
+    p.add_argument("--html", metavar="OUT.html", help="write a self-contained HTML page")
+    p.add_argument("--roofline", metavar="OUT.png", help="write the roofline plot")
+    p.add_argument(
+        "--text",
+        action="store_true",
+        help="print the whole text report even when --html or --roofline writes a file",
+    )
     p.add_argument(
         "--top", type=int, default=10, metavar="N", help="ops and kernels shown (default 10)"
     )
@@ -32,9 +51,29 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def text(s: dict, top: int | None) -> str:
+def _legend(notes: dict) -> list[str]:
+    width = max(len(k) for k in notes)
+    return [f"  {k.ljust(width)}  {v}" for k, v in notes.items()]
+
+
+def time_text(s: dict) -> list[str]:
+    rep = time_report.from_summary(s)
+    return [
+        f"Where the time went ({s['time_account']['window_ns'] / 1e3:.3f} us window)",
+        table(time_report.TIME_HEADERS, time_report.rows(rep), (False, True, True, True, False)),
+        f"engines busy (of the window; they overlap): {time_report.engines_line(rep)}",
+    ]
+
+
+def short_text(s: dict) -> str:
+    """What `report --html/--roofline` prints: the summary and where the time went."""
     width = max(len(k) for k, _ in sections.summary_rows(s))
     out = [f"{k.ljust(width)}  {v}" for k, v in sections.summary_rows(s)]
+    return "\n".join([*out, "", *time_text(s)])
+
+
+def text(s: dict, top: int | None) -> str:
+    out = [short_text(s)]
     out += [
         "",
         "Engines",
@@ -45,6 +84,9 @@ def text(s: dict, top: int | None) -> str:
         f"Top ops by device time ({min(top or len(s['ops']), len(s['ops']))} of {len(s['ops'])})",
         table(sections.OP_HEADERS, sections.op_rows(s, top)),
     ]
+    left_out = sections.ops_left_out(s)
+    if left_out:
+        out.append(left_out)
     out += [
         "",
         f"Top kernels by simulated time ({min(top or len(s['kernels']), len(s['kernels']))} "
@@ -78,6 +120,14 @@ def text(s: dict, top: int | None) -> str:
             f"warning: {s['instructions_outside_kernels']} instructions lie outside every "
             "kernel slice",
         ]
+    out += ["", "Columns"]
+    for title, notes in (
+        ("where the time went", sections.TIME_NOTES),
+        ("engines", sections.ENGINE_NOTES),
+        ("ops", sections.OP_NOTES),
+        ("kernels", sections.KERNEL_NOTES),
+    ):
+        out += [f" {title}:", *_legend(notes)]
     return "\n".join(out)
 
 
@@ -95,20 +145,28 @@ def run(args) -> int:
     s = trace_data.summarize(trace)
     if per_rank is not None:
         s["ranks"] = per_rank
+    written = []
     if args.roofline:
         from neuronsim.cli import plots
 
         write_file(args.roofline, plots.roofline_png(s))
+        written.append(f"neuronsim: roofline written to {args.roofline}")
     if args.html:
         from neuronsim.cli import html_report
 
         html_report.write(args.html, s, top=args.top)
+        written.append(f"neuronsim: HTML report written to {args.html}")
     if args.json:
         print(json.dumps(s, indent=1, sort_keys=True))
     else:
         if per_rank is not None:
-            print(f"Ranks ({len(per_rank)}): compute, communication and waiting for other ranks")
+            print(
+                f"Ranks ({len(per_rank)}): compute, communication and waiting for other ranks "
+                "(with launch overhead and the rest, they add up to each rank's time)"
+            )
             print(ranks.format_breakdown(per_rank))
             print(f"\nRank {args.rank}")
-        print(text(s, args.top))
+        print(text(s, args.top) if args.text or not written else short_text(s))
+    for line in written:
+        print(line, file=sys.stderr)
     return 0

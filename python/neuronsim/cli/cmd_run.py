@@ -17,7 +17,18 @@ import traceback
 
 from neuronsim.cli import common, distributed_run, progress, trace_data
 from neuronsim.cli.errors import CLIError, write_file
-from neuronsim.cli.formatting import pct, time_str
+from neuronsim.cli.formatting import time_str
+
+EXAMPLES = """\
+It ends with where the simulated time went: kernels, launch overhead, copies, CPU fallbacks,
+collectives (the parts add up to the run) and each engine's busy time.
+
+examples:
+  neuronsim run train.py --epochs 1                 arguments after the script go to it
+  neuronsim run --trace out.json train.py           then: neuronsim report out.json
+  neuronsim run --preset trn2 --set hbm.bandwidth_gbps=1450 train.py
+  neuronsim run --nproc-per-node 2 --trace ddp.json ddp_train.py
+  neuronsim run --record run.nsrun train.py         then: neuronsim replay run.nsrun --set ..."""
 
 
 def add_parser(sub) -> None:
@@ -25,6 +36,7 @@ def add_parser(sub) -> None:
         "run",
         help="run a script on the simulated device",
         description=__doc__.split("``: ")[1].split("\n\n")[0],
+        epilog=EXAMPLES,
     )
     common.add_config_options(p)
     p.add_argument(
@@ -37,6 +49,12 @@ def add_parser(sub) -> None:
         help="write the run's summary (times, engines, ops, kernels) as JSON",
     )
     p.add_argument(
+        "--record",
+        metavar="OUT.nsrun",
+        help="keep the programs the run launched and its host's calls, to re-time them under "
+        "other presets (neuronsim replay) without running the script again",
+    )
+    p.add_argument(
         "--nproc-per-node",
         type=int,
         metavar="N",
@@ -47,9 +65,9 @@ def add_parser(sub) -> None:
         "--progress",
         choices=("auto", "always", "never"),
         default="auto",
-        help="status line on stderr every second (auto: when stderr is a terminal)",
+        help="status line on stderr every second (default auto: when stderr is a terminal)",
     )
-    p.add_argument("script", nargs="?", help="Python script to run")
+    p.add_argument("script", help="the Python script to run")
     p.add_argument(
         "script_args",
         nargs=argparse.REMAINDER,
@@ -125,27 +143,11 @@ def _run_script(script: str, script_args: list[str]) -> BaseException | None:
         sys.stdout.flush()
 
 
-def _stats_busiest() -> tuple[str, float]:
-    """Without a trace: the busiest engine from the device's statistics (no DMA queue union)."""
+def _report_lines(summary: dict | None, config: dict) -> list[str]:
+    """The run's closing lines: its clocks and op counts, then where the time went (from the
+    trace's summary when there is one, else from the runtime: the same numbers)."""
     import neuronsim
-
-    device = neuronsim.simulated_time_ns()
-    names = {"tensor": "TensorE", "vector": "VectorE", "scalar": "ScalarE", "gpsimd": "GpSimdE"}
-    best, best_busy = "", 0.0
-    for key, stat in neuronsim.device_stats().items():
-        parts = key.split(".")
-        if len(parts) != 3 or parts[2] != "busy_ps":
-            continue
-        engine = names.get(parts[1]) or (
-            f"DMA {parts[1][3:]}" if parts[1].startswith("dma") else None
-        )
-        if engine and stat["value"] > best_busy:
-            best, best_busy = f"{parts[0]} {engine}", stat["value"]
-    return best, (best_busy / 1000 / device if device > 0 else 0.0)
-
-
-def _report_line(summary: dict | None, config: dict) -> str:
-    import neuronsim
+    from neuronsim.cli import time_report
 
     preset = config["preset"] + (" " + " ".join(config["overrides"]) if config["overrides"] else "")
     job = distributed_run.rank_and_world()
@@ -155,18 +157,17 @@ def _report_line(summary: dict | None, config: dict) -> str:
         f"(host {time_str(neuronsim.host_time_ns())})"
     )
     if summary is not None:
-        if summary["bottleneck"]:
-            util = pct(summary["bottleneck_utilisation"])
-            line += f", bottleneck {summary['bottleneck']} ({util} busy)"
-        line += (
-            f", {summary['native_calls']} native op calls, "
-            f"{summary['fallback_calls']} CPU fallbacks"
-        )
+        native, fallback = summary["native_calls"], summary["fallback_calls"]
+        rep = time_report.from_summary(summary)
     else:
-        busiest, util = _stats_busiest()
-        if busiest:
-            line += f", busiest engine {busiest} ({pct(util)} busy)"
-    return line
+        counts = neuronsim.op_report().values()
+        native = sum(c.get("native", 0) for c in counts)
+        fallback = sum(c.get("fallback", 0) for c in counts)
+        rep = time_report.from_runtime() if neuronsim._C._is_initialized() else None
+    line += f", {native} native op calls, {fallback} CPU fallbacks"
+    if rep is None:
+        return [line]
+    return [line, *(f"neuronsim: {who}{x}" for x in time_report.closing_lines(rep))]
 
 
 def run(args) -> int:
@@ -183,8 +184,13 @@ def run(args) -> int:
         (args.trace, "trace"),
         (args.report, "report"),
         (args.summary_json, "summary"),
+        (args.record, "run log"),
     ):
         _writable(path, what)
+    if args.record and (args.nproc_per_node is not None or distributed_run.rank_and_world()):
+        raise CLIError(
+            "--record: a distributed run cannot be re-timed alone (its ranks' clocks meet)"
+        )
 
     if args.nproc_per_node is not None:
         return distributed_run.launch(args, script)
@@ -208,6 +214,11 @@ def run(args) -> int:
                 os.unlink(temp_trace)
             raise CLIError(str(e).splitlines()[0]) from None
 
+    if args.record:
+        from neuronsim import _C
+
+        _C._lazy_init()
+        _C._run_log_start()
     status = progress.Progress().start() if progress.enabled(args.progress) else None
     try:
         with _ConfigureGuard():
@@ -225,7 +236,8 @@ def run(args) -> int:
         if temp_trace and os.path.exists(temp_trace):
             os.unlink(temp_trace)
 
-    print(_report_line(summary, config), file=sys.stderr)
+    for line in _report_lines(summary, config):
+        print(line, file=sys.stderr)
     if asked is not None and not finish_error:
         try:
             distributed_run.finish_rank(asked, trace_path is not None and want_trace)
@@ -236,6 +248,7 @@ def run(args) -> int:
         (args.trace, "trace"),
         (args.report, "report"),
         (args.summary_json, "summary"),
+        (args.record, "run log"),
     ):
         if path and not finish_error and not internal:  # a launching `run` merges rank traces
             print(f"neuronsim: {what} written to {path}", file=sys.stderr)
@@ -258,6 +271,7 @@ def _finish(args, script: str, error: BaseException | None, trace_path: str | No
 
     if _C._is_initialized():
         _C._synchronize(0)
+    run_log = _C._run_log_stop(args.record) if args.record else None
     if trace_path is None:
         return None
     argv = [args.script, *args.script_args]
@@ -265,6 +279,8 @@ def _finish(args, script: str, error: BaseException | None, trace_path: str | No
     summary = trace_data.summarize(trace_data.load(trace_path))
     summary["trace"] = os.path.abspath(args.trace) if args.trace else None
     summary.update(_run_fields(args, script, error))
+    if run_log is not None:  # what `whatif --sensitivity` needs to know of the record
+        summary["run_log"] = dict(run_log, path=os.path.abspath(args.record))
     if args.summary_json:
         write_file(args.summary_json, json.dumps(summary, indent=1, sort_keys=True) + "\n")
     if args.report:

@@ -1,10 +1,11 @@
-"""``neuronsim whatif``: a script run under every combination of parameter sweeps, in parallel
-processes (each simulated device is configured once per process), compared in one table.
+"""``neuronsim whatif``: a script under every combination of parameter sweeps, or a sensitivity
+study of the major hardware parameters, compared with the stock preset (the baseline).
 
-Each combination is a ``neuronsim run --summary-json`` subprocess; the table lists the swept
-values, the simulated time (device clock), the speedup against the first combination, the
-bottleneck and each engine's utilisation. Simulated time is deterministic, so the same inputs
-give the same table whatever the order the runs finish in.
+Each combination is a ``neuronsim run --summary-json`` subprocess, run in parallel; the table
+lists the swept values, the simulated time, the speedup against the baseline (the preset's own
+values, run as well when the sweep leaves them out), the bottleneck, what changed against the
+baseline and each engine's utilisation. Simulated time is deterministic, so the same inputs give
+the same table whatever order the runs finish in.
 """
 
 from __future__ import annotations
@@ -14,32 +15,51 @@ import csv
 import io
 import itertools
 import os
-import re
-import subprocess
 import sys
 import tempfile
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
-from neuronsim.cli import common, progress, trace_data
+from neuronsim.cli import common, explain, sweep_values, time_report, trace_data, whatif_runs
 from neuronsim.cli.errors import CLIError, write_file
 from neuronsim.cli.formatting import pct, table, time_str
+
+EXAMPLES = """\
+examples:
+  neuronsim whatif --sensitivity train.py
+      each major parameter at 0.5x and 2x, ranked by its effect (re-times the recorded
+      programs where it can, and says so)
+  neuronsim whatif --sweep hbm.bandwidth_gbps=410:1640:x2 --plot bw.png train.py
+  neuronsim whatif --sweep host.kernel_launch_overhead_ns=0,5000,10000 train.py
+  neuronsim whatif --sweep tensor.frequency_ghz=1.4..5.6/4 --sweep hbm.bandwidth_gbps=410,820 \\
+      --csv out.csv train.py
+
+The baseline is the preset's own value of each swept key (with --set applied), marked in the
+table and plots whatever the sweep's order; it runs as well when the sweep leaves it out."""
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "whatif",
-        help="sweep preset parameters over a script",
+        help="sweep preset parameters over a script, or rank them by their effect",
         description=__doc__.split("``: ")[1].split("\n\n")[0],
+        epilog=EXAMPLES,
     )
     common.add_config_options(p)
     p.add_argument(
-        "--sweep",
+        "--sweep", action="append", default=[], metavar="KEY=VALUES", help=sweep_values.HELP
+    )
+    p.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="instead of sweeps: each major parameter (HBM and DMA bandwidth, DMA queues, "
+        "engine clocks, launch overhead, interconnect) at 0.5x and 2x of the preset, ranked by "
+        "the effect on the run's time",
+    )
+    p.add_argument(
+        "--param",
         action="append",
         default=[],
-        required=True,
-        metavar="KEY=V1,V2,...",
-        help="values of one parameter (repeatable: every combination runs)",
+        metavar="KEY",
+        help="with --sensitivity: study these keys instead of the major parameters (repeatable)",
     )
     p.add_argument(
         "--jobs",
@@ -47,10 +67,13 @@ def add_parser(sub) -> None:
         type=int,
         default=os.cpu_count() or 1,
         metavar="N",
-        help="runs in parallel (default: the number of CPUs)",
+        help=f"runs in parallel (default: the number of CPUs, {os.cpu_count() or 1} here)",
     )
     p.add_argument(
-        "--plot", metavar="OUT.png", help="simulated time against the first sweep's values"
+        "--plot",
+        metavar="OUT.png",
+        help="the simulated time against the first sweep's values (with --sensitivity: the "
+        "ranking)",
     )
     p.add_argument("--csv", metavar="OUT.csv", help="the table as CSV")
     p.add_argument(
@@ -65,23 +88,14 @@ def add_parser(sub) -> None:
         help="a torch.distributed script: each combination runs N ranks (neuronsim run "
         "--nproc-per-node N); the simulated time is the last rank's",
     )
-    p.add_argument("script", nargs="?", help="Python script to run")
+    p.add_argument("script", help="the Python script to run")
     p.add_argument(
         "script_args", nargs=argparse.REMAINDER, metavar="args", help="arguments for the script"
     )
     p.set_defaults(func=run)
 
 
-def parse_sweep(text: str) -> tuple[str, list[str]]:
-    key, sep, rest = text.partition("=")
-    values = [v.strip() for v in rest.split(",")]
-    if not sep or not key.strip() or any(c.isspace() for c in key.strip()) or not all(values):
-        raise CLIError(
-            f"malformed --sweep '{text}': expected KEY=V1,V2,..., e.g. hbm.bandwidth_gbps=410,820"
-        )
-    if len(set(values)) != len(values):
-        raise CLIError(f"malformed --sweep '{text}': a value is repeated")
-    return key.strip(), values
+parse_sweep = sweep_values.parse_sweep
 
 
 def combinations(sweeps: list[tuple[str, list[str]]]) -> list[dict[str, str]]:
@@ -92,106 +106,71 @@ def combinations(sweeps: list[tuple[str, list[str]]]) -> list[dict[str, str]]:
     ]
 
 
-def _slug(values: dict[str, str]) -> str:
-    return ",".join(re.sub(r"[^A-Za-z0-9._=+-]+", "-", f"{k}={v}") for k, v in values.items())
+def simulated_ns(s: dict) -> float:
+    """A run's simulated time: its window's end (the later of the host and device clocks)."""
+    acc = s.get("time_account")
+    return acc["end_ns"] if acc else s["device_time_ns"]
 
 
-def _child_command(args, values: dict[str, str], summary_path: str) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "neuronsim",
-        "run",
-        "--progress",
-        "never",
-        "--summary-json",
-        summary_path,
-    ]
-    if args.preset:
-        cmd += ["--preset", args.preset]
-    if args.nproc_per_node:
-        cmd += ["--nproc-per-node", str(args.nproc_per_node)]
-    for s in [*args.set, *(f"{k}={v}" for k, v in values.items())]:
-        cmd += ["--set", s]
-    return [*cmd, args.script, *args.script_args]
-
-
-def _last_error_line(stderr: str) -> str:
-    lines = [
-        ln.strip() for ln in stderr.splitlines() if ln.strip() and not ln.startswith("neuronsim: ")
-    ]
-    errors = [ln for ln in stderr.splitlines() if ln.startswith("neuronsim: error:")]
-    if errors:
-        return errors[-1][len("neuronsim: error: ") :]
-    return lines[-1] if lines else "no output"
-
-
-def run_sweep(args, combos: list[dict[str, str]], out_dir: str) -> list[dict]:
-    status = progress.enabled("auto")
-    done, lock = [0], threading.Lock()
-
-    def one(i: int) -> dict:
-        path = os.path.join(out_dir, f"{i:03d}_{_slug(combos[i])}.json")
-        proc = subprocess.run(_child_command(args, combos[i], path), capture_output=True, text=True)
-        with lock:
-            done[0] += 1
-            if status:
-                sys.stderr.write(f"\rneuronsim whatif: {done[0]}/{len(combos)} runs done")
-                sys.stderr.flush()
-        if proc.returncode != 0 or not os.path.exists(path):
-            what = ", ".join(f"{k}={v}" for k, v in combos[i].items())
-            raise CLIError(
-                f"the run with {what} failed (exit code {proc.returncode}): "
-                f"{_last_error_line(proc.stderr)}",
-                exit_code=1,
-            )
-        return {"values": combos[i], "summary": trace_data.load_summary(path), "path": path}
-
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(one, i) for i in range(len(combos))]
-        results = [f.result() for f in futures]
-    if status:
-        sys.stderr.write("\n")
-    return results
-
-
-def rows_of(sweeps, results: list[dict]) -> tuple[list[str], list[dict]]:
-    """Table rows (combination order) and the engines with work in any run."""
+def rows_of(sweeps, points: list[whatif_runs.Point], base: whatif_runs.Point) -> tuple:
+    """Table rows (the baseline first when the sweep left it out, then combination order) and
+    the engines with work in any run."""
     engines: list[str] = []
-    for r in results:
-        for name, util in trace_data.engine_utilisation(r["summary"]).items():
+    for p in points:
+        for name, util in trace_data.engine_utilisation(p.result).items():
             if util > 0 and name not in engines:
                 engines.append(name)
     engines = trace_data.sort_engines(engines)
-    base = results[0]["summary"]["device_time_ns"]
+    base_ns = simulated_ns(base.result)
+    base_rep = time_report.from_summary(base.result)
     rows = []
-    for r in results:
-        s = r["summary"]
+    for p in points:
+        s = p.result
+        rep = base_rep if p is base else time_report.from_summary(s)
         util = trace_data.engine_utilisation(s)
+        t = simulated_ns(s)
         rows.append(
             {
-                "values": r["values"],
-                "simulated_time_ns": s["device_time_ns"],
+                "values": p.values,
+                "baseline": p is base,
+                "label": p.label,
+                "simulated_time_ns": t,
+                "device_time_ns": s["device_time_ns"],
                 "host_time_ns": s["host_time_ns"],
-                "speedup": base / s["device_time_ns"] if s["device_time_ns"] > 0 else 0.0,
-                "bottleneck": trace_data.short_engine(s, s["bottleneck"]) or "-",
-                "bottleneck_utilisation": s["bottleneck_utilisation"],
+                "speedup": base_ns / t if t > 0 else 0.0,
+                "bottleneck": rep["limit"]["name"] or "-",
+                "bottleneck_share": rep["limit"]["share"],
+                "what_changed": explain.what_changed(base_rep, rep),
                 "utilisation": {e: util.get(e, 0.0) for e in engines},
-                "summary_json": r["path"],
+                "summary_json": p.summary_path,
             }
         )
     return engines, rows
 
 
+def _values_cells(sweeps, r) -> list[str]:
+    mark = " *" if r["baseline"] else ""
+    return [r["values"][k] + (mark if i == 0 else "") for i, (k, _) in enumerate(sweeps)]
+
+
 def format_table(sweeps, engines: list[str], rows: list[dict]) -> str:
-    headers = [k for k, _ in sweeps] + ["simulated time", "speedup", "bottleneck"] + engines
+    headers = (
+        [k for k, _ in sweeps]
+        + ["simulated time", "speedup", "bottleneck", "what changed against the baseline"]
+        + engines
+    )
     body = [
-        [r["values"][k] for k, _ in sweeps]
-        + [time_str(r["simulated_time_ns"]), f"{r['speedup']:.2f}x", r["bottleneck"]]
+        _values_cells(sweeps, r)
+        + [
+            time_str(r["simulated_time_ns"]),
+            "baseline" if r["baseline"] else f"{r['speedup']:.2f}x",
+            f"{r['bottleneck']} ({pct(r['bottleneck_share'])})",
+            r["what_changed"],
+        ]
         + [pct(r["utilisation"][e]) for e in engines]
         for r in rows
     ]
-    right = [True] * len(sweeps) + [True, True, False] + [True] * len(engines)
+    right = [True] * len(sweeps) + [True, True, False, False] + [True] * len(engines)
     return table(headers, body, right)
 
 
@@ -200,7 +179,15 @@ def format_csv(sweeps, engines: list[str], rows: list[dict]) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(
         [k for k, _ in sweeps]
-        + ["simulated_time_ns", "host_time_ns", "speedup", "bottleneck", "bottleneck_utilisation"]
+        + [
+            "simulated_time_ns",
+            "host_time_ns",
+            "speedup",
+            "baseline",
+            "bottleneck",
+            "bottleneck_utilisation",
+            "what_changed",
+        ]
         + [f"util {e}" for e in engines]
     )
     for r in rows:
@@ -210,48 +197,98 @@ def format_csv(sweeps, engines: list[str], rows: list[dict]) -> str:
                 r["simulated_time_ns"],
                 r["host_time_ns"],
                 f"{r['speedup']:.6f}",
+                int(r["baseline"]),
                 r["bottleneck"],
-                f"{r['bottleneck_utilisation']:.6f}",
+                f"{r['bottleneck_share']:.6f}",
+                r["what_changed"],
             ]
             + [f"{r['utilisation'][e]:.6f}" for e in engines]
         )
     return buf.getvalue()
 
 
+def _check_script(args) -> str:
+    script = os.path.abspath(args.script)
+    if not os.path.isfile(script):
+        raise CLIError(f"script '{args.script}' not found")
+    if args.jobs < 1:
+        raise CLIError(f"--jobs must be at least 1, got {args.jobs}")
+    return script
+
+
+def plot_title(args, what: str) -> str:
+    preset = args.preset or common.environment_config()["preset"]
+    sets = f" ({', '.join(args.set)})" if args.set else ""
+    return f"{what}: {os.path.basename(args.script)} on {preset}{sets}"
+
+
 def run(args) -> int:
+    if args.sensitivity:
+        if args.sweep:
+            raise CLIError("--sweep and --sensitivity do not go together: choose one")
+        _check_script(args)
+        from neuronsim.cli import sensitivity
+
+        return sensitivity.run(args)
+    if args.param:
+        raise CLIError("--param goes with --sensitivity")
+    if not args.sweep:
+        raise CLIError("nothing to sweep: give --sweep KEY=VALUES (or --sensitivity)")
     sweeps = [parse_sweep(s) for s in args.sweep]
     keys = [k for k, _ in sweeps]
     if len(set(keys)) != len(keys):
         raise CLIError(
             f"--sweep: the key '{next(k for k in keys if keys.count(k) > 1)}' is swept twice"
         )
-    if args.jobs < 1:
-        raise CLIError(f"--jobs must be at least 1, got {args.jobs}")
-    if not args.script:
-        raise CLIError(
-            f"missing the script to run (neuronsim {args.command} [options] script.py [args])"
-        )
-    script = os.path.abspath(args.script)
-    if not os.path.isfile(script):
-        raise CLIError(f"script '{args.script}' not found")
+    _check_script(args)
     combos = combinations(sweeps)
     # Every combination is checked here, in this process (which never uses the device), so a
     # bad key or value fails at once with the runtime's message instead of in every run.
     for values in combos:
         common.configure(args.preset, [*args.set, *(f"{k}={v}" for k, v in values.items())])
+    stock = whatif_runs.stock_values(args.preset, args.set, keys)
+
+    def go(out_dir: str) -> int:
+        points = [
+            whatif_runs.Point(v, whatif_runs.point_path(out_dir, i, v))
+            for i, v in enumerate(combos)
+        ]
+        base = next(
+            (
+                p
+                for p in points
+                if all(whatif_runs.same_value(p.values[k], stock.get(k, "")) for k in keys)
+            ),
+            None,
+        )
+        if base is None:  # the sweep leaves the stock values out: run them too
+            base = whatif_runs.Point(
+                dict(stock), whatif_runs.point_path(out_dir, len(points), stock)
+            )
+            base.label = "stock preset"
+            points.insert(0, base)
+        whatif_runs.run_points(args, points)
+        engines, rows = rows_of(sweeps, points, base)
+        print(format_table(sweeps, engines, rows))
+        print("* the stock preset's values: the baseline of every speedup")
+        written = []
+        if args.csv:
+            write_file(args.csv, format_csv(sweeps, engines, rows))
+            written.append(("CSV", args.csv))
+        if args.plot:
+            from neuronsim.cli import plots
+
+            title = plot_title(args, "neuronsim what-if")
+            write_file(args.plot, plots.sweep_png(sweeps, rows, title))
+            written.append(("plot", args.plot))
+        if args.out_dir:
+            written.append(("run summaries", args.out_dir))
+        for what, path in written:
+            print(f"neuronsim: {what} written to {path}", file=sys.stderr)
+        return 0
 
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
-        results = run_sweep(args, combos, args.out_dir)
-    else:
-        with tempfile.TemporaryDirectory(prefix="neuronsim-whatif-") as d:
-            results = run_sweep(args, combos, d)
-    engines, rows = rows_of(sweeps, results)
-    print(format_table(sweeps, engines, rows))
-    if args.csv:
-        write_file(args.csv, format_csv(sweeps, engines, rows))
-    if args.plot:
-        from neuronsim.cli import plots
-
-        write_file(args.plot, plots.sweep_png(sweeps, rows))
-    return 0
+        return go(args.out_dir)
+    with tempfile.TemporaryDirectory(prefix="neuronsim-whatif-") as d:
+        return go(d)

@@ -25,11 +25,13 @@ def environment_config() -> dict:
 
 
 def add_config_options(p: argparse.ArgumentParser) -> None:
+    from neuronsim.cli import presets  # the names come from the build record: no torch import
+
     p.add_argument(
         "--preset",
         metavar="NAME|PATH",
-        help="hardware preset: trn1, trn2 or a preset JSON file "
-        "(default: NEURON_SIM_PRESET, else trn1)",
+        help=f"hardware preset: {', '.join(presets.builtin_names())} (`neuronsim presets list` "
+        "describes them) or a preset JSON file (default: NEURON_SIM_PRESET, else trn1)",
     )
     p.add_argument(
         "--set",

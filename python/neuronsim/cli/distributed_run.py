@@ -93,7 +93,7 @@ def write_outputs(args, paths: list[str], merged_path: str) -> None:
         )
     if args.summary_json or args.report:
         summary = trace_data.summarize(trace_data.load(paths[0]))
-        metas = [ranks.read_rank(p).metadata for p in paths]
+        metas = [ranks.read_metadata(p) for p in paths]
         # The job ends when its last rank does.
         summary["device_time_ns"] = max(float(m.get("device_time_ns", 0)) for m in metas)
         summary["host_time_ns"] = max(float(m.get("host_time_ns", 0)) for m in metas)

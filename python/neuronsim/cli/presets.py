@@ -10,26 +10,35 @@ import json
 import os
 from pathlib import Path
 
-from neuronsim import _C
 from neuronsim.cli.errors import CLIError
 
 
+def _extension():
+    from neuronsim import _C  # imports torch: only when a preset is read
+
+    return _C
+
+
 def builtin_names() -> list[str]:
-    return sorted(_C._preset_names())
+    """The built-in presets, from the build's record (no torch import: `--help` lists them)."""
+    try:
+        from neuronsim._build_info import PRESETS
+    except ImportError:  # a build from before PRESETS was recorded
+        return sorted(_extension()._preset_names())
+    return sorted(PRESETS)
 
 
 def load(name_or_path: str, _depth: int = 0) -> dict:
     """The preset's JSON tree: a built-in name first, then a file path (the runtime's order)."""
     origin = name_or_path
     folder = None  # a preset read from a file finds its base next to it
+    _C = _extension()
     text = _C._preset_text(name_or_path) if os.sep not in name_or_path else ""
     if not text:
         path = Path(name_or_path)
         if not path.is_file():
-            names = ", ".join(builtin_names())
-            raise CLIError(
-                f"unknown preset '{name_or_path}': not a built-in preset ({names}) and no such file"
-            )
+            # The runtime's message (it suggests the nearest built-in name).
+            raise CLIError(_C._preset_error(name_or_path) or f"unknown preset '{name_or_path}'")
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as e:

@@ -13,15 +13,11 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from neuronsim.cli import trace_data
 from neuronsim.cli.errors import CLIError
 from neuronsim.cli.formatting import pct, table, time_str
-
-COLLECTIVE_ROW = "Collectives "
-WAIT_PREFIX = "wait "
 
 
 def rank_path(path: str, rank: int) -> str:
@@ -165,30 +161,9 @@ def _read_doc(path: str) -> dict:
     return doc
 
 
-@dataclass
-class RankTrace:
-    """What the breakdown needs of one rank's own trace: its metadata and (row, name, begin ps,
-    end ps) of every slice."""
-
-    path: str
-    metadata: dict
-    slices: list[tuple[str, str, int, int]]
-
-
-def read_rank(path: str) -> RankTrace:
-    doc = _read_doc(path)
-    threads = {}
-    for e in doc["traceEvents"]:
-        if isinstance(e, dict) and e.get("ph") == "M" and e.get("name") == "thread_name":
-            threads[(e.get("pid"), e.get("tid"))] = str((e.get("args") or {}).get("name", ""))
-    slices = []
-    for e in doc["traceEvents"]:
-        if isinstance(e, dict) and e.get("ph") == "X":
-            row = threads.get((e.get("pid"), e.get("tid")), "")
-            begin = int(round(float(e.get("ts", 0)) * 1e6))
-            end = begin + int(round(float(e.get("dur", 0)) * 1e6))
-            slices.append((row, str(e.get("name", "")), begin, end))
-    return RankTrace(path, doc["otherData"], slices)
+def read_metadata(path: str) -> dict:
+    """A rank trace's metadata (its otherData)."""
+    return _read_doc(path)["otherData"]
 
 
 def _merged_meta(trace: trace_data.TraceFile) -> dict:
@@ -216,55 +191,40 @@ def rank_files(trace: trace_data.TraceFile) -> list[str]:
 
 
 def breakdown(paths: list[str]) -> list[dict]:
-    """Per rank: simulated time, compute (kernels), communication (collectives), waiting for
-    other ranks, and how much compute and communication overlapped."""
+    """Per rank, where its simulated time went (its trace's account, time_account.h): compute
+    (kernels), communication not hidden under compute, waiting for other ranks, launch overhead
+    and the rest, which add up to the rank's time; and the collectives' whole time, with how
+    much of it compute hid (overlap)."""
     rows = []
     for rank, path in enumerate(paths):
-        t = read_rank(path)
-        kernels, comm, waited, count = [], [], 0, 0
-        for row, name, begin, end in t.slices:
-            if row == "Kernels":
-                kernels.append((begin, end))
-            elif row.startswith(COLLECTIVE_ROW):
-                if name.startswith(WAIT_PREFIX):
-                    waited += end - begin
-                else:
-                    comm.append((begin, end))
-                    count += 1
-        compute_ps = _union_ps(kernels)
-        comm_ps = _union_ps(comm)
-        both = _union_ps(kernels + comm)
-        d = t.metadata.get("distributed") or {}
+        s = trace_data.summarize(trace_data.load(path))
+        acc = s["time_account"]
+        part = {p["part"]: p for p in acc["parts"]}
+        d = s.get("distributed") or {}
+        comm = part["collectives"]
         rows.append(
             {
                 "rank": rank,
                 "instance": d.get("instance"),
                 "core": d.get("core"),
-                "simulated_time_ns": float(t.metadata.get("end_ns", 0) or 0),
-                "compute_ns": compute_ps / 1000,
-                "communication_ns": comm_ps / 1000,
-                "waiting_ns": waited / 1000,
-                "overlap_ns": (compute_ps + comm_ps - both) / 1000,
-                "collectives": count,
+                "simulated_time_ns": acc["end_ns"],
+                "window_ns": acc["window_ns"],
+                "compute_ns": part["kernels"]["ns"],
+                "communication_ns": comm["total_ns"],
+                "communication_exposed_ns": comm["ns"],
+                "waiting_ns": part["collective_wait"]["ns"],
+                "launch_ns": part["launch"]["ns"],
+                "other_ns": sum(part[k]["ns"] for k in ("host_copies", "cpu_fallback", "idle")),
+                "overlap_ns": comm["total_ns"] - comm["ns"],
+                "collectives": comm["count"],
+                "time_account": acc,
             }
         )
     return rows
 
 
-def _union_ps(spans: list[tuple[int, int]]) -> int:
-    """Total time covered by the spans (overlaps counted once)."""
-    total, end = 0, None
-    for b, e in sorted(spans):
-        if end is None or b > end:
-            total += e - b
-            end = e
-        elif e > end:
-            total += e - end
-            end = e
-    return total
-
-
 def format_breakdown(rows: list[dict]) -> str:
+    """One line per rank; compute to other add up to the rank's time."""
     headers = [
         "rank",
         "core",
@@ -272,27 +232,31 @@ def format_breakdown(rows: list[dict]) -> str:
         "compute",
         "communication",
         "waiting",
-        "overlap",
+        "launch overhead",
+        "other",
+        "hidden comm.",
         "collectives",
     ]
 
-    def share(ns: float, end: float) -> str:
-        return f"{time_str(ns)} ({pct(ns / end if end else 0)})"
+    def share(ns: float, whole: float) -> str:
+        return f"{time_str(ns)} ({pct(ns / whole if whole else 0)})"
 
     body = []
     for r in rows:
-        end = r["simulated_time_ns"]
+        whole = r["window_ns"]
         core = f"i{r['instance']} nc{r['core']}" if r["core"] is not None else "-"
         body.append(
             [
                 r["rank"],
                 core,
-                time_str(end),
-                share(r["compute_ns"], end),
-                share(r["communication_ns"], end),
-                share(r["waiting_ns"], end),
+                time_str(r["simulated_time_ns"]),
+                share(r["compute_ns"], whole),
+                share(r["communication_exposed_ns"], whole),
+                share(r["waiting_ns"], whole),
+                share(r["launch_ns"], whole),
+                share(r["other_ns"], whole),
                 time_str(r["overlap_ns"]),
                 r["collectives"],
             ]
         )
-    return table(headers, body, (True, False, True, True, True, True, True, True))
+    return table(headers, body, (True, False, *([True] * 8)))

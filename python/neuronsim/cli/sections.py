@@ -3,7 +3,20 @@ report and the HTML page render the same rows."""
 
 from __future__ import annotations
 
+from neuronsim.cli import time_report
 from neuronsim.cli.formatting import bytes_str, pct, rate_str, time_str
+
+
+def _short(s: dict, name: str) -> str:
+    """'nc0 TensorE' -> 'TensorE' when one core ran."""
+    if len(s.get("active_cores", [])) <= 1 and " " in name:
+        return name.split(" ", 1)[1]
+    return name
+
+
+def _of_window(s: dict, ns: float) -> str:
+    window = s["time_account"]["window_ns"]
+    return pct(ns / window) if window > 0 else "-"
 
 
 def _of_peak(achieved: float, peak: float, unit: str) -> str:
@@ -33,7 +46,7 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
             f"{time_str(s['window_begin_ns'])} .. {time_str(s['window_end_ns'])}"
             f" ({time_str(s['window_ns'])}), cores with work: {cores}",
         ),
-        ("bottleneck", f"{s['bottleneck'] or '-'} ({pct(s['bottleneck_utilisation'])} busy)"),
+        ("bottleneck", time_report.bottleneck_str(s["limit"], lambda n: _short(s, n))),
         ("TensorE FLOP/s", _of_peak(s["achieved_flops_per_s"], s["peak_flops_per_s"], "FLOP/s")),
         (
             "HBM bandwidth",
@@ -49,6 +62,20 @@ def summary_rows(s: dict) -> list[tuple[str, str]]:
 
 
 ENGINE_HEADERS = ("core", "engine", "instructions", "busy", "util")
+ENGINE_NOTES = {
+    "core": "the NeuronCore (logical core; pcore<N> rows are its physical cores)",
+    "engine": "an engine, TensorE's LoadStationary unit, a DMA queue, or a core's queues together",
+    "instructions": "instructions it ran",
+    "busy": "the union of its instructions' time",
+    "util": "busy time over the window (engines overlap: these do not add up)",
+}
+TIME_NOTES = {
+    "part": "what the time went to; each instant belongs to the first part active then",
+    "time": "the part's time not hidden under a part above it",
+    "share": "time over the window: the shares add up to 100%",
+    "in all": "the part's whole time, hidden or not",
+    "note": "counts, and how much of the part ran under kernels",
+}
 
 
 def engine_rows(s: dict) -> list[tuple]:
@@ -64,7 +91,15 @@ def engine_rows(s: dict) -> list[tuple]:
     ]
 
 
-OP_HEADERS = ("op", "count", "device time", "% of op time", "mean")
+OP_HEADERS = ("op", "count", "device time", "% of window", "% of op time", "mean")
+OP_NOTES = {
+    "op": "an ATen op that launched device work (ops that launched none are left out)",
+    "count": "calls with device work",
+    "device time": "from the op's first kernel's start to its last kernel's end, per call, summed",
+    "% of window": "device time over the run's simulated time (the window)",
+    "% of op time": "device time over all ops' device time (nested ops counted once)",
+    "mean": "device time per call",
+}
 
 
 def op_rows(s: dict, top: int | None) -> list[tuple]:
@@ -73,6 +108,7 @@ def op_rows(s: dict, top: int | None) -> list[tuple]:
             o["name"],
             o["count"],
             time_str(o["total_ns"]),
+            _of_window(s, o["total_ns"]),
             f"{o['percent']:.1f}%",
             time_str(o["total_ns"] / o["count"]),
         )
@@ -80,32 +116,75 @@ def op_rows(s: dict, top: int | None) -> list[tuple]:
     ]
 
 
+def ops_left_out(s: dict) -> str:
+    """The line saying which host ops launched nothing (not in the op table)."""
+    o = s.get("ops_without_kernels") or {}
+    if not o.get("calls"):
+        return ""
+    top = ", ".join(f"{n} x{c}" for n, c in o.get("top", [])[:5])
+    return (
+        f"{o['calls']} op calls launched no device work (views, metadata, host-only) and are "
+        f"not listed: {top}"
+    )
+
+
 KERNEL_HEADERS = (
+    "#",
     "kernel",
     "launches",
     "time",
+    "% of window",
     "% of kernel time",
+    "busiest engine",
     "instructions",
     "TensorE FLOP/s",
     "flop/HBM byte",
     "HBM bytes",
 )
+KERNEL_NOTES = {
+    "#": "the kernel's number on the roofline",
+    "kernel": "a program the kernel library built (or a fused program of a compiled graph)",
+    "launches": "times it ran",
+    "time": "its launches' simulated time, summed",
+    "% of window": "time over the run's simulated time (the window)",
+    "% of kernel time": "time over all kernels' time",
+    "busiest engine": "the engine busy longest inside it, and its busy share of the kernel's time",
+    "instructions": "instructions over all launches",
+    "TensorE FLOP/s": "matmul FLOPs over the kernel's time",
+    "flop/HBM byte": "matmul FLOPs per byte moved to or from HBM",
+    "HBM bytes": "bytes its DMA moved to or from HBM",
+}
+
+
+def busiest_engine(k: dict) -> tuple[str, float]:
+    """The engine busy longest inside a kernel and its share of the kernel's time."""
+    busy = k.get("engine_busy_ns") or {}
+    if not busy or k["total_ns"] <= 0:
+        return "-", 0.0
+    name = max(busy, key=lambda e: busy[e])
+    return name, busy[name] / k["total_ns"]
 
 
 def kernel_rows(s: dict, top: int | None) -> list[tuple]:
-    return [
-        (
-            k["name"],
-            k["launches"],
-            time_str(k["total_ns"]),
-            f"{k['percent']:.1f}%",
-            k["instructions"],
-            rate_str(k["achieved_flops_per_s"], "FLOP/s") if k["flops"] else "-",
-            f"{k['intensity']:.1f}" if k["intensity"] else "-",
-            bytes_str(k["hbm_bytes"]),
+    rows = []
+    for i, k in enumerate(s["kernels"][:top]):
+        engine, share = busiest_engine(k)
+        rows.append(
+            (
+                i + 1,
+                k["name"],
+                k["launches"],
+                time_str(k["total_ns"]),
+                _of_window(s, k["total_ns"]),
+                f"{k['percent']:.1f}%",
+                f"{engine} {pct(share)}" if engine != "-" else "-",
+                k["instructions"],
+                rate_str(k["achieved_flops_per_s"], "FLOP/s") if k["flops"] else "-",
+                f"{k['intensity']:.1f}" if k["intensity"] else "-",
+                bytes_str(k["hbm_bytes"]),
+            )
         )
-        for k in s["kernels"][:top]
-    ]
+    return rows
 
 
 OP_REPORT_HEADERS = ("op", "native", "CPU fallback", "computed at 32 bits")

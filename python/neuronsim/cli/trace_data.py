@@ -14,10 +14,20 @@ import os
 import re
 from dataclasses import dataclass
 
-from neuronsim import _C
 from neuronsim.cli.errors import CLIError
 
-SUMMARY_FORMAT = _C._summary_format()
+
+def _ext():
+    """The extension (imports torch): only once a trace is read, never for `--help`."""
+    from neuronsim import _C
+
+    return _C
+
+
+def __getattr__(name: str):
+    if name == "SUMMARY_FORMAT":  # the "format" of summary documents
+        return _ext()._summary_format()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,7 @@ def _syntax_error(text: str, path: str) -> CLIError:
 
 
 def _summary(text: str, path: str, accept_summary: bool) -> dict:
+    _C = _ext()
     try:
         s = json.loads(_C._summary_document(text, path, accept_summary))
     except _C.TraceSyntaxError:
@@ -94,26 +105,17 @@ def load_summary(path: str) -> dict:
 
 def sort_engines(labels: list[str]) -> list[str]:
     """Engine labels ("TensorE", "nc1 DMA q2") in the summary's engine order, core by core."""
-    return _C._sort_engine_labels(labels)
-
-
-# The engines the bottleneck is chosen from (summary.h): what whatif tabulates.
-_BOTTLENECK_CANDIDATES = ("TensorE", "VectorE", "ScalarE", "GpSimdE", "DMA (all queues)")
-
-
-def _base_engine(row: str) -> str:
-    """'pcore1 TensorE' (physical core 1 of a logical core, trn2 LNC=2) -> 'TensorE'."""
-    head, _, rest = row.partition(" ")
-    return rest if head.startswith("pcore") and head[5:].isdigit() and rest else row
+    return _ext()._sort_engine_labels(labels)
 
 
 def engine_utilisation(summary: dict) -> dict[str, float]:
-    """Engine label -> utilisation for the compute engines and each core's DMA (all queues); the
-    core is part of the label only when several cores ran."""
+    """Engine label -> utilisation for the compute engines and each core's DMA (all queues), the
+    rows the summary lets limit a run (their "role"); the core is part of the label only when
+    several cores ran."""
     multi = len(summary.get("active_cores", [])) > 1
     out = {}
     for e in summary["engines"]:
-        if _base_engine(e["engine"]) in _BOTTLENECK_CANDIDATES:
+        if e.get("role") in ("engine", "dma"):
             label = f"{e['process']} {e['engine']}" if multi else e["engine"]
             out[label] = e["utilisation"]
     return out

@@ -8,16 +8,13 @@
 #include <string_view>
 
 #include "neuronsim/device_model/access_pattern.h"
+#include "neuronsim/device_model/engines.h"
 
 namespace neuronsim::device_model {
 
-enum class EngineKind : uint8_t { kTensor, kVector, kScalar, kGpSimd, kDma };
-
-inline constexpr int kComputeEngineCount = 4;
-
-/// "tensor", "vector", "scalar", "gpsimd", "dma"
+/// "tensor", "vector", "scalar", "gpsimd", "dma" (engines.h)
 std::string_view engine_kind_name(EngineKind e);
-/// Trace row names as the Neuron profiler shows them: "TensorE", "VectorE", ...
+/// Trace row names as the Neuron profiler shows them: "TensorE", "VectorE", ... (engines.h)
 std::string_view engine_display_name(EngineKind e);
 
 enum class Opcode : uint8_t {

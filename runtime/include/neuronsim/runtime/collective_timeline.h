@@ -12,6 +12,7 @@
 
 #include "neuronsim/sim/trace_sink.h"
 #include "neuronsim/sim/units.h"
+#include "neuronsim/traces/time_account.h"
 
 namespace neuronsim::runtime {
 
@@ -54,6 +55,9 @@ class CollectiveTimeline {
   /// When the last collective placed so far ends.
   sim::SimTime latest_end() const { return latest_end_; }
   const std::map<uint32_t, CollectiveTotals>& totals() const { return totals_; }
+  /// Where the collectives and the waits for other ranks are also recorded (the runtime's
+  /// account of the run), or null.
+  void set_account(traces::TimeAccumulator* account) { account_ = account; }
 
  private:
   void record(uint32_t core, const CollectiveRecord& r, sim::TraceSink& sink);
@@ -63,6 +67,7 @@ class CollectiveTimeline {
   std::map<std::pair<uint32_t, std::string>, sim::TrackId> tracks_;
   const sim::TraceSink* tracks_sink_ = nullptr;  // the sink `tracks_` belong to
   sim::SimTime latest_end_;
+  traces::TimeAccumulator* account_ = nullptr;
 };
 
 }  // namespace neuronsim::runtime

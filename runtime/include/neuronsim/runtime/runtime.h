@@ -21,8 +21,11 @@
 #include "neuronsim/runtime/caching_allocator.h"
 #include "neuronsim/runtime/collective_timeline.h"
 #include "neuronsim/runtime/program_cache.h"
+#include "neuronsim/traces/time_account.h"
 
 namespace neuronsim::runtime {
+
+class RunLog;
 
 struct RuntimeConfig {
   std::string preset = "trn1";
@@ -85,8 +88,25 @@ class Runtime {
   // ---- time ----
   sim::SimTime host_time() const { return host_time_; }
   sim::SimTime device_time() const { return device_->now(); }
-  /// Host-side cost (launch overhead, CPU work): moves the host clock.
-  void host_advance(sim::SimTime delta) { host_time_ = host_time_ + delta; }
+  /// Host-side cost: moves the host clock. Work the run's account should name goes through
+  /// the charges below.
+  void host_advance(sim::SimTime delta);
+  /// Charges the host for launching a kernel or issuing a collective
+  /// (host.kernel_launch_overhead_ns); returns the host time the charge began.
+  sim::SimTime charge_launch_overhead();
+  /// Charges the host for running an op's CPU kernel (host.cpu_fallback_overhead_ns); returns
+  /// the host time the charge began.
+  sim::SimTime charge_cpu_fallback();
+  /// Where the time went since the runtime started, up to max(host clock, device clock, the
+  /// last collective's end): kernels, copies, collectives, CPU fallbacks, launch overhead
+  /// (traces/time_account.h).
+  traces::TimeAccount time_account() const;
+  /// Busy time of each engine of the cores that ran, by label ("nc0 TensorE", and "nc0 DMA (all
+  /// queues)" for its DMA queues together), from the device's statistics.
+  std::vector<std::pair<std::string, sim::SimTime>> engine_busy() const;
+  /// The account, the engines' busy time and what limits the run, as the summary documents give
+  /// them: {"time_account", "engine_busy_ns": [[label, ns], ...], "limit"}.
+  nlohmann::json time_report() const;
   /// Waits (host clock) for all work on the device.
   void synchronize();
 
@@ -114,6 +134,11 @@ class Runtime {
   /// Launches so far.
   uint64_t launches() const { return launches_; }
 
+  /// Keeps every call that moves the clocks in `log` from now on (null: stop), so the run can
+  /// be re-timed under another preset (run_log.h). The log must outlive the recording.
+  void set_run_log(RunLog* log) { log_ = log; }
+  RunLog* run_log() const { return log_; }
+
   // ---- collectives (a distributed job's rank) ----
   /// When a collective issued now on `stream` reaches the device: after the stream's work and
   /// dependencies, and not before the host issues it.
@@ -130,7 +155,11 @@ class Runtime {
     sim::SimTime wait;   // the stream may not start new work before this
   };
   StreamState& stream_state(uint32_t dev, int64_t stream);
+  sim::SimTime charge(traces::TimePart part, double ns);
   sim::SimTime start_time(uint32_t dev, int64_t stream);
+  // When work issued now on `stream` could start: after its work and dependencies, not before
+  // the host issues it.
+  sim::SimTime stream_done(uint32_t dev, int64_t stream);
   void check_dev(uint32_t dev) const;
 
   RuntimeConfig config_;
@@ -144,6 +173,8 @@ class Runtime {
   CollectiveTimeline collectives_;
   std::optional<device_model::interconnect::InterconnectParams> interconnect_;
   ProgramCache program_cache_;
+  traces::TimeAccumulator account_;
+  RunLog* log_ = nullptr;
 };
 
 }  // namespace neuronsim::runtime

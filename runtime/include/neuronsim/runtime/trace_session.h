@@ -49,6 +49,7 @@ class TraceSession {
   sim::TrackId core_ops_track(uint32_t core);
 
   std::unique_ptr<traces::ChromeJsonSink> sink_;
+  sim::SimTime begin_;  // the host or device clock when recording started, whichever is later
   sim::TrackId ops_track_ = 0, python_track_ = 0, host_track_ = 0;
   std::vector<sim::TrackId> core_ops_;  // id + 1, 0 = not created
   std::vector<OpFrame> ops_;

@@ -1,8 +1,14 @@
 #pragma once
-// What a user reads after a run: per-engine busy time and utilisation, the bottleneck, bytes
-// moved, achieved FLOP/s and bandwidth against the preset's peaks, per-kernel and per-op times.
+// What a user reads after a run: where the time went, per-engine busy time and utilisation, the
+// bottleneck, bytes moved, achieved FLOP/s and bandwidth against the preset's peaks, per-kernel
+// and per-op times, engine utilisation over time.
 // The one definition `ncsim trace summary` and `neuronsim report/diff/run/whatif` print from:
-// - the window is the first slice's start to the last slice's end, over every row;
+// - the window is the recording's (the trace's begin_ns .. end_ns), widened to every slice (a
+//   trace without them: the first slice's start to the last slice's end);
+// - the window splits into kernels, host-device copies, collectives, waiting for other ranks, CPU
+//   fallbacks, kernel launch overhead and idle time, which add up to it (time_account.h);
+// - the limit is what dominates the window: the busiest engine (busy / window) or a part other
+//   than kernels, whichever share is larger;
 // - an engine's busy time is the union of its slices; utilisation = busy / window;
 // - "DMA (all queues)" is the union over a core's DMA queues;
 // - the bottleneck is the busiest compute engine or a core's DMA queues taken together (the
@@ -18,12 +24,14 @@
 // - ops are the device op spans ("Ops" rows): nested spans count in their own name's total, only
 //   the outermost towards the total op time.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "neuronsim/traces/time_account.h"
 #include "neuronsim/traces/trace_record.h"
 
 namespace neuronsim::traces {
@@ -34,6 +42,9 @@ struct EngineSummary {
   uint64_t instructions = 0;
   sim::SimTime busy;  // union of the engine's slices
   double utilisation = 0;
+  /// "engine" (a compute engine), "unit" (a unit of one: TensorE's LoadStationary), "dma" (a
+  /// core's DMA queues together), "dma_queue" (one queue). Engines and "dma" rows may limit.
+  std::string role;
 };
 
 struct KernelSummary {
@@ -43,12 +54,26 @@ struct KernelSummary {
   int64_t instructions = 0;                    // from the kernel slices' `instructions` args
   double flops = 0, bytes = 0, hbm_bytes = 0;  // of the instructions inside its slices
   std::string nodes;  // a fused program of a compiled graph: the FX nodes it contains
+  /// Busy time of each engine inside its slices (the union of its instructions; "DMA" for the
+  /// queues together), by engine row name.
+  std::map<std::string, sim::SimTime> engine_busy;
 };
 
 struct OpSummary {
   std::string name;
   uint64_t count = 0;
   sim::SimTime total;
+};
+
+/// Engine utilisation over time: the window in equal bins, per row the busy fraction of each bin.
+struct Timeline {
+  struct Row {
+    std::string label;  // "TensorE" ("nc1 TensorE" when several cores ran), or a time part
+    std::string kind;   // "engine" or "part"
+    std::vector<double> busy;
+  };
+  sim::SimTime begin, bin;
+  std::vector<Row> rows;
 };
 
 struct Summary {
@@ -65,7 +90,14 @@ struct Summary {
   std::vector<KernelSummary> graph_launches;  // compiled graphs' programs, longest total first
   std::vector<OpSummary> ops;                 // longest total first
   sim::SimTime op_time;                       // outermost op spans
+  /// ATen ops on the host that launched no kernel (views, metadata, host-only), by name, most
+  /// calls first: left out of `ops`.
+  std::vector<std::pair<std::string, uint64_t>> ops_without_kernels;
   uint64_t instructions_outside_kernels = 0;
+  TimeAccount time;           // the window split into kernels, copies, launches, ...
+  sim::SimTime engines_busy;  // some engine or DMA queue busy (inside kernels)
+  Limit limit;                // what dominates: "nc0 VectorE" or "kernel launch overhead"
+  Timeline timeline;
   std::string preset;
   nlohmann::json metadata = nlohmann::json::object();  // the trace's, as recorded
 
@@ -77,7 +109,8 @@ struct Summary {
 /// The "format" of summary documents.
 inline constexpr const char* kSummaryFormat = "neuronsim-summary/1";
 
-Summary summarize(const Trace& trace);
+/// `bins`: the timeline's resolution.
+Summary summarize(const Trace& trace, size_t bins = 200);
 /// The summary document (to_json()) of the neuronsim trace in `text`; with `accept_summary`, the
 /// text may also be a summary document itself (`neuronsim run --summary-json`), returned as it
 /// is. TraceFormatError (TraceSyntaxError for non-JSON) names `origin` and the problem.

@@ -14,6 +14,7 @@
 #include "neuronsim/sim/host_profile.h"
 #include "python/fallback_call.h"
 #include "python/graph_bindings.h"
+#include "python/nki_bindings.h"
 #include "python/trace_tools.h"
 
 #include <ATen/record_function.h>
@@ -134,6 +135,7 @@ PYBIND11_MODULE(_C, m) {
   bind_trace_tools(m);
   register_graph_bindings(m);
   bind_fallback_call(m);
+  bind_nki(m);
   m.def("_init", [] {
     register_hooks();
     register_native_ops();

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from neuronsim.cli import cmd_diff, cmd_ls, cmd_presets, cmd_report, cmd_run, cmd_whatif
+from neuronsim.cli import cmd_diff, cmd_ls, cmd_nki, cmd_presets, cmd_report, cmd_run, cmd_whatif
 from neuronsim.cli.errors import CLIError
 
-COMMANDS = (cmd_run, cmd_whatif, cmd_report, cmd_diff, cmd_ls, cmd_presets)
+COMMANDS = (cmd_run, cmd_whatif, cmd_report, cmd_diff, cmd_ls, cmd_presets, cmd_nki)
 
 
 class Parser(argparse.ArgumentParser):

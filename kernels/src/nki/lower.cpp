@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <limits>
 
 #include "hazards.h"
@@ -115,6 +116,13 @@ class Expander {
     // HBM tensors exist for the whole launch (the caller placed them).
     for (size_t b = 0; b < k.buffers.size(); ++b) {
       if (k.buffers[b].space == MemSpace::kHbm) instances_[b].live = true;
+    }
+    // An HBM tensor no instruction writes (a kernel input) cannot be in a hazard: its reads
+    // need no tracking (a tiled kernel reads its inputs tens of thousands of times).
+    written_.assign(k.buffers.size(), false);
+    for (const Op& op : k.ops) {
+      if (op.dst.buffer >= 0) written_[static_cast<size_t>(op.dst.buffer)] = true;
+      if (op.acc_dst.buffer >= 0) written_[static_cast<size_t>(op.acc_dst.buffer)] = true;
     }
   }
 
@@ -418,6 +426,7 @@ class Expander {
     z.dst.offset = in.offset;
     z.dst.ndims = 1;
     z.dst.dims[0] = {1, static_cast<uint32_t>(buf.bytes / 4)};
+    untracked_.fill(false);
     emit(z, EngineKind::kVector, source);
   }
 
@@ -549,6 +558,11 @@ class Expander {
       inst.operand1.ap.ndims = 1;
       inst.operand1.ap.dims[0] = {1, 1};
     }
+    // Reads of HBM tensors nothing writes need no hazard tracking.
+    untracked_.fill(false);
+    if (a.present && a.ap.space == MemSpace::kHbm && !written_[static_cast<size_t>(a.buffer)]) {
+      untracked_[0] = true;
+    }
     emit(inst, engine, source);
   }
 
@@ -639,6 +653,11 @@ class Expander {
     need_.assign(streams_.size(), 0);
     std::array<Region, 8> regions{};
     for (size_t i = 0; i < n; ++i) {
+      // acc[0] is src0's read (when the opcode reads it): untracked for a read-only input.
+      if (i == 0 && untracked_[0] && !acc[i].second && acc[i].first == &in.src0) {
+        regions[i] = Region{MemSpace::kHbm, 0, 1, 0, 0};  // empty: nothing recorded
+        continue;
+      }
       regions[i] = region_of(*acc[i].first);
       hazards_.dependences(regions[i], acc[i].second, s, need_);
     }
@@ -667,6 +686,8 @@ class Expander {
   std::vector<std::vector<std::pair<uint64_t, int32_t>>> marks_;  // (seq covered, value)
   std::vector<std::vector<int32_t>> waited_;                      // [stream][on] value waited
   std::vector<uint64_t> need_;
+  std::vector<bool> written_;        // per buffer: does any instruction write it
+  std::array<bool, 1> untracked_{};  // the instruction being emitted reads a read-only input
   uint32_t next_queue_ = 0;
 };
 
@@ -679,9 +700,12 @@ device::Program lower(const Kernel& kernel, const device::CoreParams& core, Lowe
   program.name = kernel.name;
   program.grid = std::max<uint32_t>(1, kernel.grid);
   program.sources = kernel.sources;
+  const auto t0 = std::chrono::steady_clock::now();
   for (uint32_t p = 0; p < program.grid; ++p) {
     Expander(kernel, core, program, p, st).run();
   }
+  const auto t1 = std::chrono::steady_clock::now();
+  st.expand_seconds = std::chrono::duration<double>(t1 - t0).count();
   // The chip's rules, with the kernel line of the instruction that breaks one.
   device::ValidationContext ctx;
   ctx.core = &core;
@@ -700,6 +724,8 @@ device::Program lower(const Kernel& kernel, const device::CoreParams& core, Lowe
     }
     throw KernelError(e.rule(), where + e.what());
   }
+  st.validate_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   return program;
 }
 

@@ -195,16 +195,34 @@ def format_bench(r: dict) -> str:
     ]
     lat = r["latency_us"] or 1.0
     for name, busy in sorted(r["engines"].items(), key=lambda kv: -kv[1]):
-        out.append(f"{name:<22}{_us(busy):>14}{100 * busy / lat:>7.1f}%")
+        util = "" if "summed" in name else f"{100 * busy / lat:>7.1f}%"
+        out.append(f"{name:<22}{_us(busy):>14}{util:>8}")
     if r.get("lines"):
         out.append("")
         out.append(format_lines(r["lines"], 20))
     return "\n".join(out)
 
 
+def merge_dma_queues(lines: list) -> list:
+    """One row per line for all its DMA queues ("DMA q3" -> "DMA", busy times summed)."""
+    acc: dict = {}
+    for x in lines:
+        eng = x["engine"]
+        head, sep, q = eng.rpartition("DMA q")
+        if sep and q.isdigit():
+            eng = head + "DMA (queues)"
+        a = acc.setdefault((x["src"], eng), [0, 0.0])
+        a[0] += x["instructions"]
+        a[1] += x["busy_us"]
+    return [
+        {"src": s, "engine": e, "instructions": n, "busy_us": b} for (s, e), (n, b) in acc.items()
+    ]
+
+
 def format_lines(lines: list, top: int) -> str:
-    """[{"src", "engine", "busy_us", "instructions"}] as a table, busiest first."""
-    rows = sorted(lines, key=lambda x: -x["busy_us"])[:top]
+    """[{"src", "engine", "busy_us", "instructions"}] as a table, busiest first (DMA queues
+    summed per line)."""
+    rows = sorted(merge_dma_queues(lines), key=lambda x: -x["busy_us"])[:top]
     out = [f"{'source line':<44}{'engine':<18}{'instr':>8}{'busy':>14}"]
     for x in rows:
         out.append(

@@ -30,6 +30,8 @@ struct LowerStats {
   uint64_t semaphore_waits = 0;
   uint64_t sbuf_peak_bytes = 0;  // per partition, allocated at once
   uint64_t psum_peak_bytes = 0;
+  double expand_seconds = 0;    // host time expanding the loops into instructions
+  double validate_seconds = 0;  // host time checking the program against the chip's rules
 };
 
 /// Lowers `kernel` for cores with `core`'s parameters. The program carries the kernel's source

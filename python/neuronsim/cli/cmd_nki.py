@@ -148,6 +148,7 @@ def run_bench(args) -> int:
         "overrides": config["overrides"],
         "latency_us": info.latency_us,
         "hfu": info.hfu,
+        "mfu": info.mfu,
         "tensor_flops": info.tensor_flops,
         "instructions": info.instructions,
         "semaphore_waits": info.semaphore_waits,
@@ -184,7 +185,8 @@ def format_bench(r: dict) -> str:
         + ", timing only",
         f"latency       {_us(r['latency_us'])} (every percentile: the simulation is "
         "deterministic)",
-        f"HFU           {100 * r['hfu']:.2f}% ({r['tensor_flops'] / 1e9:.1f} GFLOP on TensorE)",
+        f"HFU / MFU     {100 * r['hfu']:.2f}% / {100 * r['mfu']:.2f}% "
+        f"({r['tensor_flops'] / 1e9:.1f} GFLOP on TensorE, transposes included in HFU)",
         f"instructions  {r['instructions']} ({r['semaphore_waits']} semaphore waits)",
         f"on chip       SBUF {r['sbuf_peak_bytes']} B/partition, PSUM "
         f"{r['psum_peak_bytes']} B/partition at most",

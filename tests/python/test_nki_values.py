@@ -104,3 +104,20 @@ def test_affine_range_body_is_traced_once():
     x = rng.standard_normal((512, 8)).astype(np.float32)
     np.testing.assert_array_equal(kernel(x), x)
     assert len(calls) == 1
+
+
+def test_affine_select_causal_mask():
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+    @nki_legacy.jit
+    def causal(x):
+        y = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:128, 0:64]
+        t = nl.load(x)
+        nl.store(y, value=nisa.affine_select(i_p - i_f >= 0, t, -1e4))
+        return y
+
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    want = np.where(np.arange(128)[:, None] >= np.arange(64)[None, :], x, np.float32(-1e4))
+    np.testing.assert_array_equal(causal(x), want)

@@ -328,3 +328,49 @@ def select(predicate, on_true, on_false, dtype=None, mask=None, **kwargs):
 
 def reciprocal(data, dtype=None, mask=None, **kwargs):
     return lc.reciprocal(data, dtype=dtype, mask=mask)
+
+
+_CMP = {"<": "is_lt", "<=": "is_le", ">": "is_gt", ">=": "is_ge", "==": "is_equal"}
+
+
+def affine_select(pred, on_true_tile, on_false_value, mask=None, dtype=None, **kwargs):
+    """``on_true_tile`` where the affine predicate of the tile indices holds, else
+    ``on_false_value`` (a causal mask: ``i_p >= i_f``): each comparison's expression is made with
+    GpSimdE's iota, compared on VectorE, and the tile selected on VectorE."""
+    from neuronsim.nki._expr import IndexExpr, Predicate
+
+    t = _trace.current()
+    _tile(t, on_true_tile, "on_true_tile")
+    if not isinstance(pred, Predicate):
+        raise t.error("mask", "affine_select takes a comparison of tile indices")
+    shape = on_true_tile.shape
+    cond = None
+    for expr, op in pred.atoms:
+        e = IndexExpr.lift(expr)
+        if e.loops:
+            raise t.error(
+                "mask",
+                "affine_select predicates with loop indices are not supported "
+                "yet (only tile indices and constants)",
+            )
+        shift = len(shape) - len(e.shape)
+        aligned = IndexExpr(e.const, {}, {d + shift: c for d, c in e.axes.items()}, shape)
+        values = iota(aligned, np.int32)
+        c = _ops.new_tile(shape, np.float32, "sbuf")
+        _ops.emit("tensor_scalar", c, values, op0=0.0, engine="vector", fields={"alu0": _CMP[op]})
+        if cond is not None:
+            both = _ops.new_tile(shape, np.float32, "sbuf")
+            _ops.emit("tensor_tensor", both, cond, c, engine="vector", fields={"alu0": "multiply"})
+            c = both
+        cond = c
+    out = _ops.new_tile(shape, dtype or on_true_tile.dtype, "sbuf")
+    _ops.emit(
+        "select",
+        out,
+        cond,
+        on_true_tile,
+        engine="vector",
+        fields={"imm": float(on_false_value)},
+        mask=mask,
+    )
+    return out

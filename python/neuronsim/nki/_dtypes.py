@@ -1,8 +1,15 @@
 """NKI data types: numpy dtypes (bfloat16 and fp8 from ml_dtypes), as ``nl.float32`` etc. are,
 and their device names (device/docs/ISA.md 1.3)."""
 
-import ml_dtypes
 import numpy as np
+
+try:
+    import ml_dtypes
+except ImportError:  # the package's optional dependency (pip install 'neuronsim[nki]')
+    raise ImportError(
+        "NKI kernels need the ml_dtypes package (NKI's bfloat16 and fp8 numpy types): "
+        "pip install 'neuronsim[nki]' (or pip install ml_dtypes)"
+    ) from None
 
 from neuronsim.nki.errors import NkiError
 

@@ -99,6 +99,10 @@ def test_nki_rmsnorm_under_torch_compile():
     ref = _train(torch_rmsnorm)
     got = _train(nki_rmsnorm, compile_model=True)
     np.testing.assert_allclose(got, ref, rtol=1e-5)
+    stats = neuronsim.compile_stats()
+    # One forward and one backward graph; the kernel is one eager node inside the launch.
+    assert stats["graph_breaks"] == 0
+    assert any(g["eager_nodes"].get("nkitest::rmsnorm") == 1 for g in stats["per_graph"])
 
 
 def test_wrap_nki_grid_on_neuron_tensors():

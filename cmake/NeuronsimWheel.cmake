@@ -11,6 +11,8 @@ set_target_properties(neuronsim_C PROPERTIES INSTALL_RPATH "$ORIGIN/_libs;$ORIGI
 set_target_properties(ncsim PROPERTIES INSTALL_RPATH "$ORIGIN/../_libs")
 install(TARGETS neuronsim_C LIBRARY DESTINATION neuronsim)
 install(FILES ${PROJECT_BINARY_DIR}/backend/_build_info.py DESTINATION neuronsim)
+# The NKI import names (python/_neuronsim_names): a .pth at the top of site-packages.
+install(FILES python/neuronsim-nki-names.pth DESTINATION .)
 install(TARGETS ncsim RUNTIME DESTINATION neuronsim/bin)
 install(PROGRAMS tools/ncsim/wheel_launcher.py DESTINATION ${SKBUILD_SCRIPTS_DIR} RENAME ncsim)
 install(CODE "set(NEURONSIM_BUNDLE_MODULES \"$<TARGET_FILE:neuronsim_C>\")

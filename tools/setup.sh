@@ -49,4 +49,9 @@ if [ "$BACKEND" = "ON" ]; then
   if ! .venv/bin/python -c "import importlib.metadata as m, importlib.util as u, sys; m.version('neuronsim'); sys.exit(u.find_spec('torch_neuronx') is None)" >/dev/null 2>&1; then
     .venv/bin/pip install -q --no-build-isolation --no-deps -e .
   fi
+  # The NKI import names (neuronxcc.nki, nki): the wheel installs this .pth itself.
+  site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  if ! cmp -s python/neuronsim-nki-names.pth "$site/neuronsim-nki-names.pth"; then
+    cp python/neuronsim-nki-names.pth "$site/"
+  fi
 fi

@@ -16,6 +16,7 @@
 #include "python/fallback_call.h"
 #include "python/graph_bindings.h"
 #include "python/run_log_bindings.h"
+#include "python/nki_bindings.h"
 #include "python/trace_tools.h"
 
 #include <ATen/record_function.h>
@@ -137,6 +138,7 @@ PYBIND11_MODULE(_C, m) {
   bind_run_log(m);
   register_graph_bindings(m);
   bind_fallback_call(m);
+  bind_nki(m);
   m.def("_init", [] {
     register_hooks();
     register_native_ops();

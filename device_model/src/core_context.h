@@ -35,6 +35,8 @@ struct CoreContext {
   sim::TraceSink* sink = nullptr;
   sim::StatsRegistry* stats = nullptr;
   std::string program_name;
+  /// The running program's source locations (Program::sources): instruction slices name theirs.
+  const std::vector<std::string>* sources = nullptr;
   /// Per ProgramSection of the running program: when its last instruction's result became
   /// visible on any stream (the trace draws one slice per section).
   std::vector<sim::SimTime> section_end;

@@ -59,6 +59,7 @@ void NeuronCore::attach_trace(sim::TraceSink* sink) {
 void NeuronCore::launch(const Program& program, uint32_t pcore,
                         std::vector<SemaphoreBank*> grid_sems) {
   ctx_.program_name = program.name;
+  ctx_.sources = &program.sources;
   ctx_.grid_sems = std::move(grid_sems);
   ctx_.section_end.assign(program.sections.size(), sim::SimTime{});
   ctx_.abort = false;

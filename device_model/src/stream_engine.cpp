@@ -68,6 +68,10 @@ void StreamEngine::trace_slice(sim::TrackId& track, const std::string& row, std:
             1;
   }
   args["kernel"] = ctx_.program_name;
+  // A traced kernel's instruction names the source line it came from (NKI kernels).
+  if (stream_ && pc_ < stream_->sources.size() && stream_->sources[pc_] < ctx_.sources->size()) {
+    args["src"] = (*ctx_.sources)[stream_->sources[pc_]];
+  }
   ctx_.sink->slice(track - 1, name, name_, b, e, std::move(args));
 }
 

@@ -8,7 +8,7 @@
 namespace neuronsim::runtime {
 
 void set_device_sink(Runtime& rt, SinkRole role, sim::TraceSink* sink) {
-  static std::array<sim::TraceSink*, 2> sinks{nullptr, nullptr};
+  static std::array<sim::TraceSink*, 3> sinks{nullptr, nullptr, nullptr};
   static std::unique_ptr<traces::TeeTraceSink> tee;
   sinks[static_cast<size_t>(role)] = sink;
   std::vector<sim::TraceSink*> live;

@@ -11,6 +11,7 @@ import sys
 from neuronsim.cli import (
     cmd_diff,
     cmd_ls,
+    cmd_nki,
     cmd_presets,
     cmd_replay,
     cmd_report,
@@ -19,7 +20,7 @@ from neuronsim.cli import (
 )
 from neuronsim.cli.errors import CLIError
 
-COMMANDS = (cmd_run, cmd_whatif, cmd_report, cmd_diff, cmd_replay, cmd_ls, cmd_presets)
+COMMANDS = (cmd_run, cmd_whatif, cmd_report, cmd_diff, cmd_replay, cmd_ls, cmd_presets, cmd_nki)
 
 EXAMPLES = """\
 examples:

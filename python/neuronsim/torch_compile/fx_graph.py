@@ -120,6 +120,12 @@ def has_device_kernel(op: str, overload: str = "default") -> bool:
         return False
     if op in _RANDOM_OPS or _C._has_device_kernel(op):
         return True
+    if "::" in op and op.split("::", 1)[0] not in ("aten", "prims"):
+        # An NKI kernel registered with nki_op: an eager node whose program joins the launch.
+        from neuronsim.nki.torch_ops import is_nki_op
+
+        if is_nki_op(op):
+            return True
     name = op if overload in ("", "default") else f"{op}.{overload}"
     return any(
         torch._C._dispatch_has_kernel_for_dispatch_key(name, key)

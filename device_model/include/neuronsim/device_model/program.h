@@ -32,7 +32,12 @@ struct Stream {
   /// (first instruction, section): instructions from there on belong to Program::sections[section]
   /// until the next mark. Increasing; empty when the program has no sections.
   std::vector<std::pair<uint32_t, uint32_t>> section_marks;
+  /// Per instruction: index into Program::sources (the kernel source line it came from), or
+  /// kNoSource. Empty when the program carries no source lines (kernel-library programs).
+  std::vector<uint32_t> sources;
 };
+
+inline constexpr uint32_t kNoSource = 0xFFFFFFFFu;
 
 /// A named part of a program, e.g. one fused region of a compiled graph linked into a single
 /// launch: the trace shows each as a kernel slice of its own inside the program's slice.
@@ -53,6 +58,9 @@ struct Program {
   std::vector<Stream> streams;
   std::vector<HbmRegion> hbm_regions;
   std::vector<ProgramSection> sections;
+  /// Source locations of the kernel the program was traced from ("kernel.py:12"): instruction
+  /// slices in the trace carry theirs (arg "src"). Empty for kernel-library programs.
+  std::vector<std::string> sources;
   /// Program instances (physical cores) of the launch: 1, or up to the chip's logical core size.
   uint32_t grid = 1;
 

@@ -6,7 +6,8 @@
 
 namespace neuronsim::runtime {
 
-enum class SinkRole { kTraceSession = 0, kProfiler = 1 };
+// kKernelLines: an NKI launch that reports time per source line (python/neuronsim/nki).
+enum class SinkRole { kTraceSession = 0, kProfiler = 1, kKernelLines = 2 };
 
 /// Attaches (or with null, detaches) the sink for a role; call with the runtime lock held.
 void set_device_sink(Runtime& rt, SinkRole role, sim::TraceSink* sink);

@@ -50,15 +50,12 @@ void DmaQueue::run_instruction(const Instruction& in, size_t index) {
   hbm_bytes_->add(static_cast<uint64_t>(shape.hbm_bytes));
   busy_ps_->add((end - start).ps);
   if (ctx_.tracing()) {
-    trace_slice(track_, display_name_, "dma_copy", start, end,
-                {{"src", in.src0.to_string()},
-                 {"dst", in.dst.to_string()},
-                 {"bytes", shape.bytes},
-                 {"hbm_bytes", shape.hbm_bytes},
-                 {"engines", shape.engines},
-                 {"descriptors", shape.descriptors},
-                 {"packets", shape.packets},
-                 {"index", index}});
+    sim::TraceArgs args{{"bytes", shape.bytes},     {"hbm_bytes", shape.hbm_bytes},
+                        {"engines", shape.engines}, {"descriptors", shape.descriptors},
+                        {"packets", shape.packets}, {"index", index}};
+    args.add_deferred<AccessPattern, &AccessPattern::append_text>("src", in.src0);
+    args.add_deferred<AccessPattern, &AccessPattern::append_text>("dst", in.dst);
+    trace_slice(track_, display_name_, "dma_copy", start, end, std::move(args));
   }
 }
 

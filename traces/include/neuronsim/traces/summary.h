@@ -18,8 +18,10 @@
 // - ops are the device op spans ("Ops" rows): nested spans count in their own name's total, only
 //   the outermost towards the total op time.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -77,12 +79,42 @@ struct Summary {
 /// The "format" of summary documents.
 inline constexpr const char* kSummaryFormat = "neuronsim-summary/1";
 
+/// Builds a Summary from a trace's records given one at a time, keeping only what the summary
+/// reads: the window, and for instruction, "Kernels" and "Ops" rows each slice's times and the
+/// few args it sums (48 bytes per instruction, whatever else its record held).
+class SummaryBuilder {
+ public:
+  SummaryBuilder();
+  ~SummaryBuilder();
+  /// Names a process and a row (`pid`, `tid`: any ids); a row's slices may come before its name.
+  void name_process(int64_t pid, const std::string& name);
+  void name_row(int64_t pid, int64_t tid, const std::string& name);
+  void slice(int64_t pid, int64_t tid, std::string_view name, std::string_view category,
+             sim::SimTime begin, sim::SimTime end, const nlohmann::json& args);
+  /// The trace's run metadata ("otherData").
+  void set_metadata(nlohmann::json metadata);
+  Summary finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 Summary summarize(const Trace& trace);
+/// The summary of a Chrome trace file read as it streams (trace_stream.h); errors as
+/// summarize(read_trace_file(path)).
+Summary summarize_file(const std::string& path);
 /// The summary document (to_json()) of the neuronsim trace in `text`; with `accept_summary`, the
 /// text may also be a summary document itself (`neuronsim run --summary-json`), returned as it
 /// is. TraceFormatError (TraceSyntaxError for non-JSON) names `origin` and the problem.
 nlohmann::json summary_document(const std::string& text, const std::string& origin,
                                 bool accept_summary);
+/// summary_document() of the file at `path`, read as it streams: memory holds the summary's
+/// compact slices, not the document.
+nlohmann::json summary_document_file(const std::string& path, bool accept_summary);
+/// The "otherData" of a Chrome trace file (an empty object when it has none), read as it
+/// streams.
+nlohmann::json trace_metadata_file(const std::string& path);
 /// The text report the tools print.
 std::string format_summary(const Summary& s);
 

@@ -4,6 +4,7 @@
 #include <iterator>
 #include <limits>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 namespace neuronsim::device {
@@ -75,18 +76,18 @@ void AccessPattern::append_to(std::string& out) const {
   auto it = std::back_inserter(out);
   auto append_dims = [&] {
     for (int k = 0; k < used_dims(); ++k) {
-      fmt::format_to(it, "{}[{},{}]", k ? "," : "", dims[k].stride, dims[k].size);
+      fmt::format_to(it, FMT_COMPILE("{}[{},{}]"), k ? "," : "", dims[k].stride, dims[k].size);
     }
   };
   if (space == MemSpace::kHbm) {
-    fmt::format_to(it, "{}@hbm+{:#x}[[{},{}]{}", dtype_name(dtype), offset, partition_stride,
-                   partitions, ndims ? "," : "");
+    fmt::format_to(it, FMT_COMPILE("{}@hbm+{:#x}[[{},{}]{}"), dtype_name(dtype), offset,
+                   partition_stride, partitions, ndims ? "," : "");
     append_dims();
     out += ']';
     return;
   }
-  fmt::format_to(it, "{}@{}[{}:{}]+{}[", dtype_name(dtype), mem_space_name(space), start_partition,
-                 start_partition + partitions, offset);
+  fmt::format_to(it, FMT_COMPILE("{}@{}[{}:{}]+{}["), dtype_name(dtype), mem_space_name(space),
+                 start_partition, start_partition + partitions, offset);
   append_dims();
   out += ']';
 }

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iterator>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -96,14 +96,24 @@ void append_json_string(std::string& out, std::string_view s) {
       return;
     }
   }
-  out += '"';
-  out.append(s);
-  out += '"';
+  const size_t at = out.size();
+  out.resize(at + s.size() + 2);
+  char* p = out.data() + at;
+  *p = '"';
+  std::memcpy(p + 1, s.data(), s.size());
+  p[s.size() + 1] = '"';
 }
 
 void append_json_number(std::string& out, double v) {
   if (!std::isfinite(v)) {
     out += "null";
+    return;
+  }
+  // Whole numbers below 1e15 (cycles, bytes, flops): nlohmann writes their digits and ".0".
+  if (v == std::trunc(v) && std::fabs(v) < 1e15 && !(v == 0 && std::signbit(v))) {
+    const fmt::format_int text(static_cast<int64_t>(v));
+    out.append(text.data(), text.size());
+    out += ".0";
     return;
   }
   std::array<char, 64> buf;
@@ -112,11 +122,13 @@ void append_json_number(std::string& out, double v) {
 }
 
 void append_json_number(std::string& out, int64_t v) {
-  fmt::format_to(std::back_inserter(out), "{}", v);
+  const fmt::format_int text(v);
+  out.append(text.data(), text.size());
 }
 
 void append_json_number(std::string& out, uint64_t v) {
-  fmt::format_to(std::back_inserter(out), "{}", v);
+  const fmt::format_int text(v);
+  out.append(text.data(), text.size());
 }
 
 void append_args_json(std::string& out, const nlohmann::json& base, const TraceArgs::Entry* entries,

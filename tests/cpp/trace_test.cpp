@@ -16,6 +16,8 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "neuronsim/device/instructions.h"
 #include "neuronsim/kernels/gemm.h"
 #include "neuronsim/kernels/program_builder.h"
@@ -637,7 +639,7 @@ TEST(Trace, TraceArgsWriteWhatNlohmannDumpsForTheSameMembers) {
   for (int i = 0; i < 20; ++i) {
     static const std::vector<std::string> keys = [] {
       std::vector<std::string> k;
-      for (int j = 0; j < 20; ++j) k.push_back("k" + std::to_string(j));
+      for (int j = 0; j < 20; ++j) k.push_back(fmt::format("k{}", j));
       return k;
     }();
     many.add({keys[i], i});

@@ -2,7 +2,6 @@
 
 #include <array>
 #include <cstring>
-#include <iterator>
 
 #include <fmt/format.h>
 
@@ -17,9 +16,18 @@ struct EncodedEntry {
   sim::TraceTextFormatter format;
 };
 
+void append_int(std::string& buf, uint64_t v) {
+  const fmt::format_int text(v);
+  buf.append(text.data(), text.size());
+}
+
 // Chrome trace timestamps are microseconds; print picoseconds exactly (6 decimals).
 void append_us(std::string& buf, sim::SimTime t) {
-  fmt::format_to(std::back_inserter(buf), "{}.{:06}", t.ps / 1000000, t.ps % 1000000);
+  append_int(buf, t.ps / 1000000);
+  char frac[7] = {'.', '0', '0', '0', '0', '0', '0'};
+  uint64_t f = t.ps % 1000000;
+  for (int i = 6; i > 0 && f > 0; --i, f /= 10) frac[i] = static_cast<char>('0' + f % 10);
+  buf.append(frac, sizeof frac);
 }
 
 }  // namespace
@@ -92,7 +100,9 @@ void RecordBatch::write_json(std::string& buf, bool& first) const {
         buf.append(text(r.name_at, r.name_len));
         break;
       case Kind::kCounter:
-        fmt::format_to(std::back_inserter(buf), "{{\"ph\":\"C\",\"pid\":{},\"ts\":", r.track->pid);
+        buf += "{\"ph\":\"C\",\"pid\":";
+        append_int(buf, static_cast<uint64_t>(r.track->pid));
+        buf += ",\"ts\":";
         append_us(buf, r.begin);
         buf += ",\"name\":";
         sim::append_json_string(buf, r.track->name);
@@ -102,8 +112,11 @@ void RecordBatch::write_json(std::string& buf, bool& first) const {
         break;
       case Kind::kSlice: {
         // Built by hand: the timestamps must stay exact decimal strings.
-        fmt::format_to(std::back_inserter(buf),
-                       "{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":", r.track->pid, r.track->tid);
+        buf += "{\"ph\":\"X\",\"pid\":";
+        append_int(buf, static_cast<uint64_t>(r.track->pid));
+        buf += ",\"tid\":";
+        append_int(buf, static_cast<uint64_t>(r.track->tid));
+        buf += ",\"ts\":";
         append_us(buf, r.begin);
         buf += ",\"dur\":";
         append_us(buf, r.end - r.begin);

@@ -155,9 +155,10 @@ def trace_cost(cases):
 
     from neuronsim import tracing
 
+    goal_us = 5.0  # issue 28: at most 5 us of wall time per op extra
     print(
-        f"\n{'trace per op':<18}{'off us':>10}{'on us':>12}{'extra us':>10}{'cpu off':>10}"
-        f"{'cpu on':>10}{'cpu extra':>11}"
+        f"\n{'trace per op':<18}{'off us':>10}{'on us':>12}{'extra us':>10}{'goal':>8}"
+        f"{'cpu off':>10}{'cpu on':>10}{'cpu extra':>11}"
     )
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "trace.json")
@@ -180,9 +181,11 @@ def trace_cost(cases):
                     c = (time.process_time() - c0) / iters / ops
                     wall[on], cpu[on] = min(wall[on], w), min(cpu[on], c)
             us = 1e6
+            extra = (wall[True] - wall[False]) * us
+            verdict = f"{'<=' if extra <= goal_us else '>'}{goal_us:g}"
             print(
                 f"{name:<18}{wall[False] * us:>10.2f}{wall[True] * us:>12.2f}"
-                f"{(wall[True] - wall[False]) * us:>10.2f}{cpu[False] * us:>10.2f}"
+                f"{extra:>10.2f}{verdict:>8}{cpu[False] * us:>10.2f}"
                 f"{cpu[True] * us:>10.2f}{(cpu[True] - cpu[False]) * us:>11.2f}"
             )
 

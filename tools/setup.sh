@@ -34,8 +34,9 @@ if [ "${NEURONSIM_SKIP_VENV:-0}" != "1" ]; then
 fi
 
 BUILD_DIR=${BUILD_DIR:-build}
-# Paths under the checkout hash as relative, so any clone (CI's included) reuses the cache.
-export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
+# Paths under the checkout hash as relative, so any clone (CI's included) reuses the cache; the
+# extension's precompiled torch header is cached too (ccache needs this sloppiness for it).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_SLOPPINESS=pch_defines,time_macros
 BACKEND=OFF
 [ -x .venv/bin/python ] && [ -f backend/CMakeLists.txt ] && [ "${NEURONSIM_SKIP_VENV:-0}" != "1" ] && BACKEND=ON
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release \

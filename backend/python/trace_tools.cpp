@@ -30,6 +30,26 @@ void bind_trace_tools(py::module_& m) {
         return out;
       },
       py::arg("text"), py::arg("origin"), py::arg("accept_summary") = false);
+  // The same, reading the file as it streams (a long run's trace is never in memory whole).
+  m.def(
+      "_summary_document_file",
+      [](const std::string& path, bool accept_summary) {
+        std::string out;
+        {
+          py::gil_scoped_release release;
+          out = traces::summary_document_file(path, accept_summary).dump();
+        }
+        return out;
+      },
+      py::arg("path"), py::arg("accept_summary") = false);
+  m.def("_trace_metadata_file", [](const std::string& path) {
+    std::string out;
+    {
+      py::gil_scoped_release release;
+      out = traces::trace_metadata_file(path).dump();
+    }
+    return out;
+  });
   m.def("_summary_diff", [](const std::string& a, const std::string& b) {
     return traces::diff_json(nlohmann::json::parse(a), nlohmann::json::parse(b)).dump();
   });

@@ -5,8 +5,9 @@
 
 namespace neuronsim::backend {
 
-/// Adds _summary_document, _summary_diff, _sort_engine_labels, _summary_format, _preset_names,
-/// _preset_text and the TraceFormatError / TraceSyntaxError exceptions to the module.
+/// Adds _summary_document(_file), _trace_metadata_file, _summary_diff, _sort_engine_labels,
+/// _summary_format, _preset_names, _preset_text and the TraceFormatError / TraceSyntaxError
+/// exceptions to the module.
 void bind_trace_tools(pybind11::module_& m);
 
 }  // namespace neuronsim::backend

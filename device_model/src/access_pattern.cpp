@@ -1,8 +1,10 @@
 #include "neuronsim/device_model/access_pattern.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
 namespace neuronsim::device_model {
@@ -65,16 +67,29 @@ AccessPattern::Span AccessPattern::byte_span_wide() const {
 }
 
 std::string AccessPattern::to_string() const {
-  std::string dims_s;
-  for (int k = 0; k < used_dims(); ++k) {
-    dims_s += fmt::format("{}[{},{}]", k ? "," : "", dims[k].stride, dims[k].size);
-  }
+  std::string s;
+  append_to(s);
+  return s;
+}
+
+void AccessPattern::append_to(std::string& out) const {
+  auto it = std::back_inserter(out);
+  auto append_dims = [&] {
+    for (int k = 0; k < used_dims(); ++k) {
+      fmt::format_to(it, FMT_COMPILE("{}[{},{}]"), k ? "," : "", dims[k].stride, dims[k].size);
+    }
+  };
   if (space == MemSpace::kHbm) {
-    return fmt::format("{}@hbm+{:#x}[[{},{}]{}{}]", dtype_name(dtype), offset, partition_stride,
-                       partitions, ndims ? "," : "", dims_s);
+    fmt::format_to(it, FMT_COMPILE("{}@hbm+{:#x}[[{},{}]{}"), dtype_name(dtype), offset,
+                   partition_stride, partitions, ndims ? "," : "");
+    append_dims();
+    out += ']';
+    return;
   }
-  return fmt::format("{}@{}[{}:{}]+{}[{}]", dtype_name(dtype), mem_space_name(space),
-                     start_partition, start_partition + partitions, offset, dims_s);
+  fmt::format_to(it, FMT_COMPILE("{}@{}[{}:{}]+{}["), dtype_name(dtype), mem_space_name(space),
+                 start_partition, start_partition + partitions, offset);
+  append_dims();
+  out += ']';
 }
 
 }  // namespace neuronsim::device_model

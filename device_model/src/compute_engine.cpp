@@ -31,40 +31,54 @@ bool overlaps(MemSpace space, uint32_t p0, uint32_t p1, int64_t lo, int64_t hi, 
   return space == s2 && p0 < q1 && q0 < p1 && lo < hi2 && lo2 < hi;
 }
 
-nlohmann::json describe(const Instruction& in) {
-  nlohmann::json a;
-  a["dst"] = in.dst.to_string();
+// A tensor_scalar's two ALU ops, "add,mult" in the trace.
+struct AluPair {
+  AluOp first, second;
+};
+void append_alu_pair(const AluPair& p, std::string& out) {
+  out += alu_op_name(p.first);
+  out += ',';
+  out += alu_op_name(p.second);
+}
+
+// An instruction's operands for its trace slice: names and access patterns are formatted by the
+// sink that writes them (not on the simulating thread). `alus` holds the ALU pair it refers to.
+sim::TraceArgs describe(const Instruction& in, AluPair& alus) {
+  using AP = AccessPattern;
+  sim::TraceArgs a;
+  a.add_deferred<AP, &AP::append_text>("dst", in.dst);
   switch (in.op) {
     case Opcode::kMatmul:
-      a["stationary"] = in.src0.to_string();
-      a["moving"] = in.src1.to_string();
-      a["accumulate"] = in.accumulate;
+      a.add_deferred<AP, &AP::append_text>("stationary", in.src0);
+      a.add_deferred<AP, &AP::append_text>("moving", in.src1);
+      a.add({"accumulate", in.accumulate});
       break;
     case Opcode::kTensorTensor:
-      a["src0"] = in.src0.to_string();
-      a["src1"] = in.src1.to_string();
-      a["op"] = alu_op_name(in.alu0);
+      a.add_deferred<AP, &AP::append_text>("src0", in.src0);
+      a.add_deferred<AP, &AP::append_text>("src1", in.src1);
+      a.add({"op", alu_op_name(in.alu0)});
       break;
     case Opcode::kTensorScalar:
-      a["src0"] = in.src0.to_string();
-      a["op"] = fmt::format("{},{}", alu_op_name(in.alu0), alu_op_name(in.alu1));
+      a.add_deferred<AP, &AP::append_text>("src0", in.src0);
+      alus = {in.alu0, in.alu1};
+      a.add_deferred<AluPair, &append_alu_pair>("op", alus);
       break;
     case Opcode::kActivation:
-      a["src0"] = in.src0.to_string();
-      a["func"] = act_func_name(in.func);
+      a.add_deferred<AP, &AP::append_text>("src0", in.src0);
+      a.add({"func", act_func_name(in.func)});
       break;
     case Opcode::kTensorReduce:
-      a["src0"] = in.src0.to_string();
-      a["op"] = reduce_op_name(in.reduce);
+      a.add_deferred<AP, &AP::append_text>("src0", in.src0);
+      a.add({"op", reduce_op_name(in.reduce)});
       break;
     case Opcode::kMemset:
     case Opcode::kIota:
       break;
     case Opcode::kRng:
-      a["dist"] = rng_dist_name(in.rng_dist);
+      a.add({"dist", rng_dist_name(in.rng_dist)});
       break;
     default:
-      a["src0"] = in.src0.to_string();
+      a.add_deferred<AP, &AP::append_text>("src0", in.src0);
   }
   return a;
 }
@@ -167,10 +181,10 @@ void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
     const sim::SimTime ls_end = ls_start + ls_time;
     ls_free_ = ls_end;
     if (ctx_.tracing() && ls_time.ps > 0) {
+      sim::TraceArgs args{{"cycles", cost.load_stationary_cycles}, {"index", index}};
+      args.add_deferred<AccessPattern, &AccessPattern::append_text>("stationary", in.src0);
       trace_slice(ls_track_, unit_row_, "load_stationary", ls_start, ls_end,
-                  {{"stationary", in.src0.to_string()},
-                   {"cycles", cost.load_stationary_cycles},
-                   {"index", index}});
+                  std::move(args));
     }
     start = sim::max(sim::max(issue, engine_free_), ls_end);
     stationary_ = in.src0;
@@ -197,10 +211,11 @@ void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
   if (timing) busy_cycles_->add(static_cast<uint64_t>(std::llround(cost.cycles)));
   flops_->add(static_cast<uint64_t>(cost.flops));
   if (ctx_.tracing()) {
-    nlohmann::json args = describe(in);
-    args["cycles"] = cost.cycles;
-    args["index"] = index;
-    if (cost.flops > 0) args["flops"] = cost.flops;
+    AluPair alus{};
+    sim::TraceArgs args = describe(in, alus);
+    args.add({"cycles", cost.cycles});
+    args.add({"index", index});
+    if (cost.flops > 0) args.add({"flops", cost.flops});
     trace_slice(track_, display_name_, opcode_name(in.op), start, end, std::move(args));
     // Sampled at the issue time (now): engines reach it in time order, so the shared counter
     // track stays monotonic; an end time would let a short instruction on another engine that

@@ -334,15 +334,16 @@ RunResult Device::run() {
     }
     r.end = sim::max(r.end, r.start);
     if (d.sink->enabled()) {
-      nlohmann::json args = {{"instructions", program.instruction_count()}};
-      if (program.grid > 1) {
-        args["grid"] = program.grid;
+      sim::TraceArgs args{{"instructions", program.instruction_count()}};
+      if (program.grid > 1) {  // per-instance keys: JSON members (rare)
+        nlohmann::json grid = {{"grid", program.grid}};
         for (uint32_t i = 0; i < program.grid; ++i) {
-          args[fmt::format("pcore{}_instructions", i)] = program.instruction_count(i);
-          args[fmt::format("pcore{}_end_ns", i)] = r.instance_end[i].ns();
+          grid[fmt::format("pcore{}_instructions", i)] = program.instruction_count(i);
+          grid[fmt::format("pcore{}_end_ns", i)] = r.instance_end[i].ns();
         }
+        args = sim::TraceArgs(std::move(grid)).add({"instructions", program.instruction_count()});
       }
-      d.sink->slice(d.kernel_track(c), r.program, "kernel", r.start, r.end, std::move(args));
+      d.sink->slice(d.kernel_track(c), r.program, "kernel", r.start, r.end, args);
       // Sections as consecutive slices inside the program's: each runs from the previous one's
       // end to its own (work a section started early, such as prefetching DMA, shows under the
       // section it overlapped), so they nest cleanly on the same row.

@@ -102,10 +102,10 @@ void DmaFabric::reallocate() {
 
 void DmaFabric::emit_counters() {
   if (hbm_tracks_.empty()) return;
-  std::vector<double> used(stacks_, 0.0);
-  for (const Flow* f : flows_) used[f->t.stack] += f->rate * f->t.hbm_bytes / f->t.bytes;
+  used_.assign(stacks_, 0.0);
+  for (const Flow* f : flows_) used_[f->t.stack] += f->rate * f->t.hbm_bytes / f->t.bytes;
   for (uint32_t s = 0; s < stacks_; ++s) {
-    const double gbps = used[s] * 1e-9;
+    const double gbps = used_[s] * 1e-9;
     if (gbps != last_emitted_[s]) {
       sink_->counter(hbm_tracks_[s], sim::Simulation::now(), gbps);
       last_emitted_[s] = gbps;

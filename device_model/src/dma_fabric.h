@@ -53,6 +53,7 @@ class DmaFabric : public sc_core::sc_module {
   sim::TraceSink* sink_ = nullptr;
   std::vector<sim::TrackId> hbm_tracks_;
   std::vector<double> last_emitted_;
+  std::vector<double> used_;  // emit_counters()'s per-stack sums (kept: no allocation per call)
 };
 
 }  // namespace neuronsim::device_model

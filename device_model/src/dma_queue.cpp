@@ -51,15 +51,12 @@ void DmaQueue::run_instruction(const Instruction& in, size_t index) {
   busy_ps_->add((end - start).ps);
   ctx_.dma_busy.add(start, end);
   if (ctx_.tracing()) {
-    trace_slice(track_, display_name_, "dma_copy", start, end,
-                {{"src", in.src0.to_string()},
-                 {"dst", in.dst.to_string()},
-                 {"bytes", shape.bytes},
-                 {"hbm_bytes", shape.hbm_bytes},
-                 {"engines", shape.engines},
-                 {"descriptors", shape.descriptors},
-                 {"packets", shape.packets},
-                 {"index", index}});
+    sim::TraceArgs args{{"bytes", shape.bytes},     {"hbm_bytes", shape.hbm_bytes},
+                        {"engines", shape.engines}, {"descriptors", shape.descriptors},
+                        {"packets", shape.packets}, {"index", index}};
+    args.add_deferred<AccessPattern, &AccessPattern::append_text>("src", in.src0);
+    args.add_deferred<AccessPattern, &AccessPattern::append_text>("dst", in.dst);
+    trace_slice(track_, display_name_, "dma_copy", start, end, std::move(args));
   }
 }
 

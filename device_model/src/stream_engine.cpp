@@ -57,7 +57,7 @@ std::string StreamEngine::blocked_reason() const {
 }
 
 void StreamEngine::trace_slice(sim::TrackId& track, const std::string& row, std::string_view name,
-                               sim::SimTime b, sim::SimTime e, nlohmann::json args) {
+                               sim::SimTime b, sim::SimTime e, sim::TraceArgs args) {
   if (track == 0) {
     int sort = static_cast<int>(id_.engine) * 2 + (id_.engine == EngineKind::kDma ? id_.queue : 0);
     // Physical cores of one logical core: each one's rows together, pcore 0 first.
@@ -67,12 +67,12 @@ void StreamEngine::trace_slice(sim::TrackId& track, const std::string& row, std:
                                   sim::TrackKind::kSlices, 10 + sort}) +
             1;
   }
-  args["kernel"] = ctx_.program_name;
+  args.add({"kernel", ctx_.program_name});
   // A traced kernel's instruction names the source line it came from (NKI kernels).
   if (stream_ && pc_ < stream_->sources.size() && stream_->sources[pc_] < ctx_.sources->size()) {
-    args["src"] = (*ctx_.sources)[stream_->sources[pc_]];
+    args.add({"src", (*ctx_.sources)[stream_->sources[pc_]]});
   }
-  ctx_.sink->slice(track - 1, name, name_, b, e, std::move(args));
+  ctx_.sink->slice(track - 1, name, name_, b, e, args);
 }
 
 void StreamEngine::thread() {

@@ -50,7 +50,7 @@ class StreamEngine : public sc_core::sc_module {
   /// computes is the same; the simulation kernel just schedules far fewer events.
   bool may_defer_waits_ = false;
   void trace_slice(sim::TrackId& track, const std::string& row, std::string_view name,
-                   sim::SimTime b, sim::SimTime e, nlohmann::json args);
+                   sim::SimTime b, sim::SimTime e, sim::TraceArgs args);
 
   CoreContext& ctx_;
   StreamId id_;

@@ -37,7 +37,7 @@ void TraceSession::start(Runtime& rt, const std::string& path) {
 void TraceSession::stop(Runtime& rt, const nlohmann::json& metadata) {
   if (!slot()) return;
   TraceSession& s = *slot();
-  while (!s.ops_.empty()) s.op_end(rt);
+  while (s.open_ops_ > 0) s.op_end(rt);
   while (!s.ranges_.empty()) s.range_pop(rt);
   rt.synchronize();
   for (auto it = metadata.begin(); it != metadata.end(); ++it)
@@ -60,31 +60,31 @@ sim::TrackId TraceSession::core_ops_track(uint32_t core) {
   return core_ops_[core] - 1;
 }
 
-void TraceSession::op_begin(Runtime& rt, const std::string& name, nlohmann::json args) {
-  OpFrame f;
-  f.name = name;
-  f.args = std::move(args);
+void TraceSession::op_begin(Runtime& rt, std::string_view name, std::string_view inputs_json) {
+  if (open_ops_ == ops_.size()) ops_.emplace_back();
+  OpFrame& f = ops_[open_ops_++];
+  f.name.assign(name);
+  f.inputs.assign(inputs_json);
   f.host_begin = rt.host_time();
   f.per_core.assign(cores_, {});
   f.has_kernel.assign(cores_, false);
-  ops_.push_back(std::move(f));
 }
 
 void TraceSession::op_end(Runtime& rt) {
-  if (ops_.empty()) return;
-  OpFrame f = std::move(ops_.back());
-  ops_.pop_back();
+  if (open_ops_ == 0) return;
+  OpFrame& f = ops_[--open_ops_];
   sim::SimTime host_end = rt.host_time();
   if (host_end == f.host_begin) host_end = host_end + sim::SimTime{1000};  // 1 ns: visible
+  sim::TraceArgs args;
+  args.add_json_text("inputs", f.inputs);
   int kernels = 0;
   for (uint32_t c = 0; c < cores_; ++c) {
     if (!f.has_kernel[c]) continue;
     ++kernels;
-    sink_->slice(core_ops_track(c), f.name, "op", f.per_core[c].first, f.per_core[c].second,
-                 f.args);
+    sink_->slice(core_ops_track(c), f.name, "op", f.per_core[c].first, f.per_core[c].second, args);
     // The enclosing op (if any) spans this op's kernels too.
-    if (!ops_.empty()) {
-      OpFrame& parent = ops_.back();
+    if (open_ops_ > 0) {
+      OpFrame& parent = ops_[open_ops_ - 1];
       auto& span = parent.per_core[c];
       if (!parent.has_kernel[c]) {
         span = f.per_core[c];
@@ -95,28 +95,26 @@ void TraceSession::op_end(Runtime& rt) {
       parent.has_kernel[c] = true;
     }
   }
-  nlohmann::json args = std::move(f.args);  // the last row takes them: no copy
-  args["kernels_on_cores"] = kernels;
-  sink_->slice(ops_track_, f.name, "op", f.host_begin, host_end, std::move(args));
+  args.add({"kernels_on_cores", kernels});
+  sink_->slice(ops_track_, f.name, "op", f.host_begin, host_end, args);
 }
 
 void TraceSession::kernel(uint32_t core, sim::SimTime start, sim::SimTime end) {
-  for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
-    auto& span = it->per_core.at(core);
-    if (!it->has_kernel[core]) {
-      span = {start, end};
-      it->has_kernel[core] = true;
-    } else {
-      if (start < span.first) span.first = start;
-      span.second = sim::max(span.second, end);
-    }
-    break;  // parents take it over in op_end
+  if (open_ops_ == 0) return;  // parents take it over in op_end
+  OpFrame& f = ops_[open_ops_ - 1];
+  auto& span = f.per_core.at(core);
+  if (!f.has_kernel[core]) {
+    span = {start, end};
+    f.has_kernel[core] = true;
+  } else {
+    if (start < span.first) span.first = start;
+    span.second = sim::max(span.second, end);
   }
 }
 
-void TraceSession::host(const std::string& name, const std::string& category, sim::SimTime b,
-                        sim::SimTime e, nlohmann::json args) {
-  sink_->slice(host_track_, name, category, b, e, std::move(args));
+void TraceSession::host(std::string_view name, std::string_view category, sim::SimTime b,
+                        sim::SimTime e, const sim::TraceArgs& args) {
+  sink_->slice(host_track_, name, category, b, e, args);
 }
 
 void TraceSession::range_push(Runtime& rt, const std::string& name) {
@@ -128,7 +126,7 @@ void TraceSession::range_pop(Runtime& rt) {
   Range r = std::move(ranges_.back());
   ranges_.pop_back();
   sim::SimTime end = sim::max(rt.host_time(), r.begin + sim::SimTime{1000});
-  sink_->slice(python_track_, r.name, "python", r.begin, end, nlohmann::json::object());
+  sink_->slice(python_track_, r.name, "python", r.begin, end, {});
 }
 
 }  // namespace neuronsim::runtime

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/dense_gemm.h"
 #include "neuronsim/kernels/program_builder.h"
@@ -254,16 +256,24 @@ TEST(Trace, ChromeJsonSinkInAForkedChildRecordsNothingAndDoesNotHang) {
 
 // ---- TraceFormatError ----
 
+// The error reading `text` as a trace file: whole (read_trace_file) and as it streams
+// (summarize_file), which must say the same.
 std::string error_of(const std::string& text) {
   const std::string path = temp_path("bad.json");
   write_file(path, text);
-  std::string msg;
+  std::string msg, streamed;
   try {
     traces::read_trace_file(path);
   } catch (const traces::TraceFormatError& e) {
     msg = e.what();
   }
+  try {
+    traces::summarize_file(path);
+  } catch (const traces::TraceFormatError& e) {
+    streamed = e.what();
+  }
   std::remove(path.c_str());
+  EXPECT_EQ(streamed, msg) << text;
   return msg;
 }
 
@@ -580,6 +590,106 @@ TEST(Trace, CounterSamplesAreInTimeOrderAcrossEngines) {
     EXPECT_GE(sbuf[i].value, sbuf[i - 1].value) << "occupancy only grows within a run";
   }
   EXPECT_DOUBLE_EQ(sbuf.back().value, 128.0 * (8192 * 4 + 4 * 64));
+}
+
+// ---- compact record args ----
+
+// TraceArgs serialise to the text nlohmann::json dumps for the same members: keys sorted, the
+// last entry of a key winning, numbers and escapes as nlohmann writes them; deferred strings
+// formatted by their function.
+struct Pair {
+  int a, b;
+};
+void append_pair(const Pair& p, std::string& out) {
+  out += std::to_string(p.a) + "x" + std::to_string(p.b);
+}
+
+TEST(Trace, TraceArgsWriteWhatNlohmannDumpsForTheSameMembers) {
+  const Pair pair{3, 7};
+  const std::string owned = "tab\there \"quoted\" é";
+  sim::TraceArgs a{
+      {"zeta", 1},       {"alpha", -2},         {"uint", uint64_t{18446744073709551615u}},
+      {"whole", 64.0},   {"tenth", 0.1},        {"tiny", 1e-7},
+      {"huge", 1.5e300}, {"nan", std::nan("")}, {"neg_zero", -0.0},
+      {"flag", true},    {"text", owned}};
+  a.add({"zeta", 99});  // replaces the first zeta
+  a.add_deferred<Pair, &append_pair>("pair", pair);
+  a.add_json_text("inputs", R"([{"device":"neuron:0","shape":[2,3]},1.0,null])");
+  json want = {{"zeta", 99},
+               {"alpha", -2},
+               {"uint", uint64_t{18446744073709551615u}},
+               {"whole", 64.0},
+               {"tenth", 0.1},
+               {"tiny", 1e-7},
+               {"huge", 1.5e300},
+               {"nan", std::nan("")},
+               {"neg_zero", -0.0},
+               {"flag", true},
+               {"text", owned},
+               {"pair", "3x7"},
+               {"inputs", json::parse(R"([{"device":"neuron:0","shape":[2,3]},1.0,null])")}};
+  std::string text;
+  a.append_json(text);
+  EXPECT_EQ(text, want.dump());
+  EXPECT_EQ(a.to_json().dump(), want.dump());
+
+  // More entries than fit inline, and JSON members given first.
+  sim::TraceArgs many(json{{"b", "from json"}, {"k0", "replaced"}});
+  json many_want = {{"b", "from json"}};
+  for (int i = 0; i < 20; ++i) {
+    static const std::vector<std::string> keys = [] {
+      std::vector<std::string> k;
+      for (int j = 0; j < 20; ++j) k.push_back(fmt::format("k{}", j));
+      return k;
+    }();
+    many.add({keys[i], i});
+    many_want[keys[i]] = i;
+  }
+  text.clear();
+  many.append_json(text);
+  EXPECT_EQ(text, many_want.dump());
+  text.clear();
+  sim::TraceArgs{}.append_json(text);
+  EXPECT_EQ(text, "{}");
+}
+
+// A real run's trace file: each slice's args in the file are the args the in-memory sink kept
+// (deferred operands formatted on the writer thread), and the summary of the file read as it
+// streams is the summary of the file read whole, and of the records themselves.
+TEST(Trace, FileArgsAndStreamedSummaryOfARealRunMatchTheRecords) {
+  auto dev = testing::make_device("trn1", {}, device_model::ExecMode::kTiming);
+  const device_model::Program p = small_gemm(dev->params().core);
+  const std::string path = temp_path("real.json");
+  traces::MemoryTraceSink memory;
+  {
+    traces::ChromeJsonSink file(path);
+    traces::TeeTraceSink tee({&file, &memory});
+    dev->set_trace_sink(&tee);
+    dev->run(0, p);
+    dev->run(0, p);
+    dev->set_trace_sink(nullptr);
+    const json meta = {{"device_time_ns", 1.0},
+                       {"peaks", {{"tensor_flops_per_core", 91.75e12}}},
+                       {"preset", "trn1"}};
+    for (const auto& [k, v] : meta.items()) tee.metadata(k, v);
+    file.finish();
+  }
+  const Trace whole = traces::read_trace_file(path);
+  const Trace& kept = memory.trace();
+  ASSERT_EQ(whole.slices.size(), kept.slices.size());
+  ASSERT_GT(kept.slices.size(), 10u);
+  for (size_t i = 0; i < kept.slices.size(); ++i) {
+    EXPECT_EQ(whole.slices[i].args, kept.slices[i].args) << "slice " << i;
+    EXPECT_EQ(whole.slices[i].name, kept.slices[i].name) << "slice " << i;
+  }
+  const json streamed = traces::summary_document_file(path, false);
+  EXPECT_EQ(streamed, traces::summarize(whole).to_json());
+  EXPECT_EQ(streamed, traces::summary_document(read_file(path), path, false));
+  json from_records = traces::summarize(kept).to_json();
+  EXPECT_EQ(streamed["engines"], from_records["engines"]);
+  EXPECT_EQ(streamed["kernels"], from_records["kernels"]);
+  EXPECT_EQ(traces::trace_metadata_file(path).at("preset"), "trn1");
+  std::remove(path.c_str());
 }
 
 }  // namespace

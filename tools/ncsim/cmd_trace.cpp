@@ -21,7 +21,7 @@ void add_trace_command(CLI::App& app) {
   sum->add_option("trace", args->a, "trace JSON")->required();
   sum->add_flag("--json", args->json, "print JSON");
   sum->callback([args] {
-    const auto s = traces::summarize(traces::read_trace_file(args->a));
+    const auto s = traces::summarize_file(args->a);
     std::cout << (args->json ? s.to_json().dump(2) + "\n" : traces::format_summary(s));
   });
   auto* diff =
@@ -30,8 +30,8 @@ void add_trace_command(CLI::App& app) {
   diff->add_option("b", args->b, "trace B")->required();
   diff->add_flag("--json", args->json, "print JSON");
   diff->callback([args] {
-    const auto sa = traces::summarize(traces::read_trace_file(args->a));
-    const auto sb = traces::summarize(traces::read_trace_file(args->b));
+    const auto sa = traces::summarize_file(args->a);
+    const auto sb = traces::summarize_file(args->b);
     std::cout << (args->json ? traces::diff_json(sa.to_json(), sb.to_json()).dump(2) + "\n"
                              : traces::format_diff(sa, sb, args->a, args->b));
   });

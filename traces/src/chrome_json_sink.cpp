@@ -7,34 +7,16 @@
 #include <fmt/format.h>
 
 #include "neuronsim/traces/sinks.h"
+#include "record_batch.h"
 
 namespace neuronsim::traces {
 namespace {
 
-// Records per batch handed to the writer, and batches it may have queued before a recording
-// thread waits for it (bounds the memory a fast producer can hold).
+// Records (or bytes of names and args) per batch handed to the writer, and batches it may have
+// queued before a recording thread waits for it (bounds the memory a fast producer can hold).
 constexpr size_t kBatchRecords = 4096;
+constexpr size_t kBatchBytes = 1 << 20;
 constexpr size_t kMaxQueuedBatches = 16;
-
-// Chrome trace timestamps are microseconds; print picoseconds exactly (6 decimals).
-void append_us(std::string& buf, sim::SimTime t) {
-  fmt::format_to(std::back_inserter(buf), "{}.{:06}", t.ps / 1000000, t.ps % 1000000);
-}
-
-// A JSON string, as nlohmann::json(s).dump() writes it (names and categories are almost always
-// plain ASCII: those skip building a JSON value).
-void append_string(std::string& buf, std::string_view s) {
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c >= 0x80 || c == '"' || c == '\\') {
-      buf += nlohmann::json(std::string(s)).dump();
-      return;
-    }
-  }
-  buf += '"';
-  buf.append(s);
-  buf += '"';
-}
 
 // How many times this process's ancestry forked into it: a sink made before the last fork
 // belongs to the parent (its writer thread did not come along).
@@ -60,6 +42,7 @@ ChromeJsonSink::ChromeJsonSink(const std::string& path) : out_(path), path_(path
   out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   (void)g_fork_handler;
   fork_generation_ = g_forks.load(std::memory_order_relaxed);
+  batch_ = std::make_unique<RecordBatch>();
   writer_ = std::make_unique<Writer>();
   writer_->thread = std::thread([this, w = writer_.get()] { writer_loop(*w); });
 }
@@ -71,27 +54,33 @@ ChromeJsonSink::~ChromeJsonSink() {
   }
 }
 
-void ChromeJsonSink::push(Record&& r) {
-  if (finished_ || forked()) return;
-  if (batch_.capacity() < kBatchRecords) batch_.reserve(kBatchRecords);
-  batch_.push_back(std::move(r));
-  if (batch_.size() >= kBatchRecords) hand_over();
+bool ChromeJsonSink::recording() {
+  return !finished_ && !forked();
+}
+
+void ChromeJsonSink::after_append() {
+  if (batch_->records() >= kBatchRecords || batch_->bytes() >= kBatchBytes) hand_over();
 }
 
 void ChromeJsonSink::hand_over() {
-  if (batch_.empty()) return;
+  if (batch_->empty()) return;
   Writer& w = *writer_;
   std::unique_lock<std::mutex> lock(w.mutex);
   w.drained.wait(lock, [&] { return w.queue.size() < kMaxQueuedBatches || !w.error.empty(); });
   w.queue.push_back(std::move(batch_));
-  batch_ = {};
+  if (!w.spare.empty()) {
+    batch_ = std::move(w.spare.front());
+    w.spare.pop_front();
+  }
   w.ready.notify_one();
+  lock.unlock();
+  if (!batch_) batch_ = std::make_unique<RecordBatch>();
 }
 
 void ChromeJsonSink::writer_loop(Writer& w) {
   std::string buf;
   for (;;) {
-    std::vector<Record> batch;
+    std::unique_ptr<RecordBatch> batch;
     {
       std::unique_lock<std::mutex> lock(w.mutex);
       w.ready.wait(lock, [&] { return !w.queue.empty() || w.closing; });
@@ -100,54 +89,28 @@ void ChromeJsonSink::writer_loop(Writer& w) {
       w.queue.pop_front();
     }
     try {
-      if (w.error.empty()) write(batch, buf);
+      if (w.error.empty()) {
+        buf.clear();
+        batch->write_json(buf, first_);
+        out_.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+      }
     } catch (const std::exception& e) {
       const std::lock_guard<std::mutex> lock(w.mutex);
       w.error = e.what();
     }
-    batch.clear();  // the args JSON freed here, off the recording thread
+    batch->clear();  // the args JSON freed here, off the recording thread
+    {
+      const std::lock_guard<std::mutex> lock(w.mutex);
+      if (w.spare.size() < 2) w.spare.push_back(std::move(batch));
+    }
     w.drained.notify_all();
   }
 }
 
-void ChromeJsonSink::write(const std::vector<Record>& batch, std::string& buf) {
-  buf.clear();
-  for (const Record& r : batch) {
-    buf += first_ ? "" : ",\n";
-    first_ = false;
-    if (!r.track) {
-      buf += r.name;
-    } else if (r.is_counter) {
-      fmt::format_to(std::back_inserter(buf), "{{\"ph\":\"C\",\"pid\":{},\"ts\":", r.track->pid);
-      append_us(buf, r.begin);
-      buf += ",\"name\":";
-      append_string(buf, r.track->name);
-      buf += ",\"args\":{\"value\":";
-      buf += nlohmann::json(r.value).dump();
-      buf += "}}";
-    } else {
-      // Built by hand: the timestamps must stay exact decimal strings.
-      fmt::format_to(std::back_inserter(buf),
-                     "{{\"ph\":\"X\",\"pid\":{},\"tid\":{},\"ts\":", r.track->pid, r.track->tid);
-      append_us(buf, r.begin);
-      buf += ",\"dur\":";
-      append_us(buf, r.end - r.begin);
-      buf += ",\"name\":";
-      append_string(buf, r.name);
-      buf += ",\"cat\":";
-      append_string(buf, r.category);
-      buf += ",\"args\":";
-      buf += r.args.is_null() ? "{}" : r.args.dump();
-      buf += '}';
-    }
-  }
-  out_.write(buf.data(), static_cast<std::streamsize>(buf.size()));
-}
-
 void ChromeJsonSink::event(const nlohmann::json& e) {
-  Record r;
-  r.name = e.dump();
-  push(std::move(r));
+  if (!recording()) return;
+  batch_->add_event(e.dump());
+  after_append();
 }
 
 int ChromeJsonSink::pid_of(const std::string& process) {
@@ -194,24 +157,18 @@ sim::TrackId ChromeJsonSink::add_track(const sim::TrackInfo& info) {
 }
 
 void ChromeJsonSink::slice(sim::TrackId track, std::string_view name, std::string_view category,
-                           sim::SimTime begin, sim::SimTime end, nlohmann::json args) {
-  Record r;
-  r.track = &tracks_.at(track);
-  r.name = name;
-  r.category = category;
-  r.begin = begin;
-  r.end = end;
-  r.args = std::move(args);
-  push(std::move(r));
+                           sim::SimTime begin, sim::SimTime end, const sim::TraceArgs& args) {
+  const ChromeTrack* t = &tracks_.at(track);
+  if (!recording()) return;
+  batch_->add_slice(t, name, category, begin, end, args);
+  after_append();
 }
 
 void ChromeJsonSink::counter(sim::TrackId track, sim::SimTime time, double value) {
-  Record r;
-  r.track = &tracks_.at(track);
-  r.is_counter = true;
-  r.begin = time;
-  r.value = value;
-  push(std::move(r));
+  const ChromeTrack* t = &tracks_.at(track);
+  if (!recording()) return;
+  batch_->add_counter(t, time, value);
+  after_append();
 }
 
 void ChromeJsonSink::metadata(const std::string& key, nlohmann::json value) {

@@ -8,9 +8,9 @@ sim::TrackId MemoryTraceSink::add_track(const sim::TrackInfo& info) {
 }
 
 void MemoryTraceSink::slice(sim::TrackId track, std::string_view name, std::string_view category,
-                            sim::SimTime begin, sim::SimTime end, nlohmann::json args) {
+                            sim::SimTime begin, sim::SimTime end, const sim::TraceArgs& args) {
   trace_.slices.push_back(
-      {track, std::string(name), std::string(category), begin, end, std::move(args)});
+      {track, std::string(name), std::string(category), begin, end, args.to_json()});
 }
 
 void MemoryTraceSink::counter(sim::TrackId track, sim::SimTime t, double value) {

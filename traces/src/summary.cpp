@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -48,6 +49,20 @@ bool is_unit_row(const std::string& row) {
 bool is_instruction_row(const std::string& n) {
   return is_compute_engine(n) || is_unit_row(n) || is_dma_queue(n);
 }
+std::string role_of(const std::string& row) {
+  if (is_compute_engine(row)) return "engine";
+  if (is_unit_row(row)) return "unit";
+  if (base_row(row) == kAllDma) return "dma";
+  return is_dma_queue(row) ? "dma_queue" : "";
+}
+// The engine a row's instructions count towards in a kernel's busy times ("DMA" for a queue);
+// "" for a unit's row.
+std::string engine_of_row(const std::string& row) {
+  if (is_dma_queue(row)) {
+    return std::string(device_model::engine_info(device_model::EngineKind::kDma).row);
+  }
+  return is_compute_engine(row) ? base_row(row) : "";
+}
 
 // A JSON number as a double; anything else (missing, bool, string) is 0.
 double num(const nlohmann::json& v) {
@@ -72,49 +87,196 @@ double ns_of(uint64_t ps) {
   return static_cast<double>(ps) / 1000.0;
 }
 
-struct Row {
-  std::string process, name;
-  std::vector<const SliceRecord*> slices;  // by start, then longest first
+// What the summary keeps of a slice, by the kind of row it is on.
+struct InstructionSlice {  // an engine's or a DMA queue's instruction
+  uint64_t begin, end;
+  double flops, bytes, hbm_bytes;
+  uint32_t seq;  // its place in the trace
+};
+struct KernelSlice {  // a "Kernels" row's kernel, compiled-graph launch or section
+  uint64_t begin, end;
+  double instructions;
+  uint32_t seq, name;
+  int32_t program = -1, nodes = -1;  // string ids; -1: no such string arg
+  bool section = false;
+};
+struct OpSlice {  // an "Ops" row's device op span
+  uint64_t begin, end;
+  uint32_t seq, name;
 };
 
-// The slice rows by (process, row name), in order of first appearance.
-std::vector<Row> rows_of(const Trace& t) {
-  std::vector<Row> rows;
-  std::map<std::pair<std::string, std::string>, size_t> index;
-  for (const SliceRecord& r : t.slices) {
-    if (r.track >= t.tracks.size()) continue;
-    const sim::TrackInfo& tr = t.tracks[r.track];
-    auto [it, added] = index.try_emplace({tr.process, tr.name}, rows.size());
-    if (added) rows.push_back({tr.process, tr.name, {}});
-    rows[it->second].slices.push_back(&r);
-  }
-  for (Row& row : rows) {
-    std::stable_sort(row.slices.begin(), row.slices.end(),
-                     [](const SliceRecord* a, const SliceRecord* b) {
-                       return a->begin != b->begin ? a->begin < b->begin : a->end > b->end;
-                     });
-  }
-  return rows;
+struct HostOpSlice {  // an "ATen ops" row's host op range that launched no kernel
+  uint32_t name;
+};
+
+enum class RowKind : uint8_t { kOther, kInstructions, kKernels, kOps, kHostOps };
+RowKind kind_of(const std::string& row) {
+  if (is_instruction_row(row)) return RowKind::kInstructions;
+  if (row == "Kernels") return RowKind::kKernels;
+  if (row == "Ops") return RowKind::kOps;
+  if (row == "ATen ops") return RowKind::kHostOps;
+  return RowKind::kOther;
 }
+
+// Slices by start, then longest first, then in trace order (a stable sort of the trace's order).
+template <typename S>
+void sort_slices(std::vector<S>& v) {
+  std::sort(v.begin(), v.end(), [](const S& a, const S& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end > b.end;
+    return a.seq < b.seq;
+  });
+}
+
+struct Row {
+  std::string process, name;
+  RowKind kind = RowKind::kOther;
+  uint32_t first_seq = 0;
+  std::vector<InstructionSlice> instructions;
+  std::vector<KernelSlice> kernels;
+  std::vector<OpSlice> ops;
+  std::vector<HostOpSlice> idle_ops;
+};
+
+// A slice that counts towards a part of the time account (time_account.h).
+struct PartSlice {
+  TimePart part;
+  uint64_t begin, end;
+};
+
+}  // namespace
+
+struct SummaryBuilder::Impl {
+  // A (pid, tid) row as it is read; its name may come after its first slices.
+  struct Pending {
+    uint64_t begin, end;
+    uint32_t seq;
+    std::string name, category;
+    nlohmann::json args;
+  };
+  struct Thread {
+    bool known = false;  // its kind is known (its name was, when its slices came)
+    RowKind kind = RowKind::kOther;
+    uint32_t first_seq = 0;
+    std::vector<InstructionSlice> instructions;
+    std::vector<KernelSlice> kernels;
+    std::vector<OpSlice> ops;
+    std::vector<HostOpSlice> idle_ops;
+    std::vector<Pending> pending;
+  };
+  std::vector<PartSlice> parts;
+  std::map<int64_t, std::string> process_names;
+  std::map<std::pair<int64_t, int64_t>, std::string> row_names;
+  std::map<std::pair<int64_t, int64_t>, Thread> threads;
+  std::pair<int64_t, int64_t> last_key{};
+  Thread* last = nullptr;
+  std::vector<std::string> strings;
+  std::unordered_map<std::string, uint32_t> string_ids;
+  uint32_t seq = 0;
+  bool any = false;
+  uint64_t lo = 0, hi = 0;
+  nlohmann::json metadata = nlohmann::json::object();
+
+  uint32_t id_of(std::string_view s) {
+    auto [it, added] =
+        string_ids.try_emplace(std::string(s), static_cast<uint32_t>(strings.size()));
+    if (added) strings.push_back(it->first);
+    return it->second;
+  }
+  int32_t string_arg(const nlohmann::json& args, const char* key) {
+    if (!args.is_object()) return -1;
+    const auto it = args.find(key);
+    if (it == args.end() || !it->is_string()) return -1;
+    return static_cast<int32_t>(id_of(it->get_ref<const std::string&>()));
+  }
+  void add(Thread& t, RowKind kind, uint64_t b, uint64_t e, uint32_t at, std::string_view name,
+           std::string_view category, const nlohmann::json& args) {
+    switch (kind) {
+      case RowKind::kInstructions:
+        t.instructions.push_back(
+            {b, e, num(args, "flops"), num(args, "bytes"), num(args, "hbm_bytes"), at});
+        return;
+      case RowKind::kKernels: {
+        KernelSlice k{b, e, num(args, "instructions"), at, id_of(name)};
+        k.section = category == "section";
+        k.program = string_arg(args, "program");
+        k.nodes = string_arg(args, "nodes");
+        t.kernels.push_back(k);
+        return;
+      }
+      case RowKind::kOps:
+        t.ops.push_back({b, e, at, id_of(name)});
+        return;
+      case RowKind::kHostOps:
+        if (args.is_object() && args.contains("kernels_on_cores") &&
+            num(args["kernels_on_cores"]) == 0) {
+          t.idle_ops.push_back({id_of(name)});
+        }
+        return;
+      case RowKind::kOther:
+        return;
+    }
+  }
+};
+
+SummaryBuilder::SummaryBuilder() : impl_(std::make_unique<Impl>()) {}
+SummaryBuilder::~SummaryBuilder() = default;
+
+void SummaryBuilder::name_process(int64_t pid, const std::string& name) {
+  impl_->process_names[pid] = name;
+}
+
+void SummaryBuilder::name_row(int64_t pid, int64_t tid, const std::string& name) {
+  impl_->row_names[{pid, tid}] = name;
+}
+
+void SummaryBuilder::set_metadata(nlohmann::json metadata) {
+  impl_->metadata = std::move(metadata);
+}
+
+void SummaryBuilder::slice(int64_t pid, int64_t tid, std::string_view name,
+                           std::string_view category, sim::SimTime begin, sim::SimTime end,
+                           const nlohmann::json& args) {
+  Impl& d = *impl_;
+  const uint32_t at = d.seq++;
+  if (auto part = part_of_category(category)) d.parts.push_back({*part, begin.ps, end.ps});
+  if (!d.any || begin.ps < d.lo) d.lo = begin.ps;
+  if (!d.any || end.ps > d.hi) d.hi = end.ps;
+  d.any = true;
+  const std::pair<int64_t, int64_t> key{pid, tid};
+  if (!d.last || d.last_key != key) {
+    auto [it, added] = d.threads.try_emplace(key);
+    if (added) it->second.first_seq = at;
+    d.last = &it->second;
+    d.last_key = key;
+  }
+  Impl::Thread& t = *d.last;
+  if (!t.known) {
+    const auto n = d.row_names.find(key);
+    if (n != d.row_names.end()) {
+      t.known = true;
+      t.kind = kind_of(n->second);
+    }
+  }
+  if (t.known) {
+    d.add(t, t.kind, begin.ps, end.ps, at, name, category, args);
+  } else {
+    t.pending.push_back({begin.ps, end.ps, at, std::string(name), std::string(category), args});
+  }
+}
+
+namespace {
 
 using EngineIntervals =
     std::map<std::pair<std::string, std::string>, std::vector<std::pair<uint64_t, uint64_t>>>;
-
-std::string role_of(const std::string& row) {
-  if (is_compute_engine(row)) return "engine";
-  if (is_unit_row(row)) return "unit";
-  if (base_row(row) == kAllDma) return "dma";
-  return is_dma_queue(row) ? "dma_queue" : "";
-}
 
 // The engine rows' summaries; returns their intervals by (process, row).
 EngineIntervals add_engines(Summary& s, const std::vector<Row>& rows, uint64_t span) {
   EngineIntervals iv;
   std::set<std::string> active;
   for (const Row& row : rows) {
-    const bool engine = is_compute_engine(row.name) || is_unit_row(row.name);
+    if (row.kind != RowKind::kInstructions) continue;
     const bool dma = is_dma_queue(row.name);
-    if (!engine && !dma) continue;
     // Active physical cores: a logical core's pcores count one each.
     const std::string pcore = split_pcore(row.name).first;
     if (!is_unit_row(row.name)) {
@@ -123,14 +285,14 @@ EngineIntervals add_engines(Summary& s, const std::vector<Row>& rows, uint64_t s
     auto& own = iv[{row.process, row.name}];
     const std::string all_dma = pcore.empty() ? kAllDma : pcore + " " + kAllDma;
     double row_flops = 0;
-    for (const SliceRecord* r : row.slices) {
-      own.push_back({r->begin.ps, r->end.ps});
+    for (const InstructionSlice& r : row.instructions) {
+      own.push_back({r.begin, r.end});
       if (dma) {
-        iv[{row.process, all_dma}].push_back({r->begin.ps, r->end.ps});
-        s.dma_bytes += num(r->args, "bytes");
-        s.hbm_bytes += num(r->args, "hbm_bytes");
+        iv[{row.process, all_dma}].push_back({r.begin, r.end});
+        s.dma_bytes += r.bytes;
+        s.hbm_bytes += r.hbm_bytes;
       }
-      row_flops += num(r->args, "flops");
+      row_flops += r.flops;
     }
     s.flops += row_flops;
   }
@@ -182,12 +344,10 @@ std::vector<double> binned(std::vector<std::pair<uint64_t, uint64_t>> iv, uint64
 }
 
 // Where the window's time went (time_account.h), what limits the run and the timeline.
-void add_time(Summary& s, const Trace& t, const EngineIntervals& iv, size_t bins) {
+void add_time(Summary& s, const std::vector<PartSlice>& parts, const EngineIntervals& iv,
+              size_t bins) {
   TimeAccumulator acc(s.begin);
-  for (const SliceRecord& r : t.slices) {
-    if (r.track >= t.tracks.size()) continue;
-    if (auto part = part_of_category(r.category)) acc.add(*part, r.begin, r.end);
-  }
+  for (const PartSlice& p : parts) acc.add(p.part, {p.begin}, {p.end});
   std::vector<OwnedSpan> spans;
   s.time = acc.account(s.end, &spans);
 
@@ -233,108 +393,102 @@ void add_time(Summary& s, const Trace& t, const EngineIntervals& iv, size_t bins
   }
 }
 
-bool is_section(const SliceRecord& r) {
-  return r.category == "section";
-}
-
 // A core's "Kernels" row split into the kernels (a compiled graph's fused programs in place of
 // the launch that holds them) and the launches of compiled graphs, each by start.
 struct KernelRow {
-  std::vector<const SliceRecord*> kernels, graphs;
+  std::vector<const KernelSlice*> kernels, graphs;
 };
 
 KernelRow split_kernel_row(const Row& row) {
   KernelRow out;
   // Launches holding sections: the program a section names, starting at or before it.
-  std::set<const SliceRecord*> holders;
-  for (size_t i = 0; i < row.slices.size(); ++i) {
-    const SliceRecord* sec = row.slices[i];
-    if (!is_section(*sec) || !sec->args.contains("program")) continue;
-    const nlohmann::json& program = sec->args["program"];
+  std::set<const KernelSlice*> holders;
+  const auto& slices = row.kernels;
+  for (size_t i = 0; i < slices.size(); ++i) {
+    const KernelSlice& sec = slices[i];
+    if (!sec.section || sec.program < 0) continue;
     for (size_t j = i; j-- > 0;) {
-      const SliceRecord* h = row.slices[j];
-      if (!is_section(*h) && program.is_string() && h->name == program.get<std::string>() &&
-          h->begin <= sec->begin && sec->begin <= h->end) {
-        holders.insert(h);
+      const KernelSlice& h = slices[j];
+      if (!h.section && h.name == static_cast<uint32_t>(sec.program) && h.begin <= sec.begin &&
+          sec.begin <= h.end) {
+        holders.insert(&h);
         break;
       }
     }
   }
-  for (const SliceRecord* r : row.slices)
-    (holders.count(r) ? out.graphs : out.kernels).push_back(r);
+  for (const KernelSlice& r : slices) (holders.count(&r) ? out.graphs : out.kernels).push_back(&r);
   return out;
 }
 
 // Adds a slice's launch to the summary entry of its name, in order of first appearance.
-void count_launch(std::vector<KernelSummary>& list, std::map<std::string, size_t>& index,
-                  std::map<std::string, KernelSummary>& work, const SliceRecord& r) {
+void count_launch(std::vector<KernelSummary>& list, std::map<uint32_t, size_t>& index,
+                  std::map<uint32_t, KernelSummary>& work, const KernelSlice& r,
+                  const std::vector<std::string>& strings) {
   auto [it, added] = index.try_emplace(r.name, list.size());
   if (added) {
     KernelSummary k = work[r.name];
-    k.name = r.name;
+    k.name = strings[r.name];
     list.push_back(k);
   }
   KernelSummary& k = list[it->second];
   ++k.launches;
-  k.total = k.total + (r.end - r.begin);
-  k.instructions += static_cast<int64_t>(num(r.args, "instructions"));
-  if (is_section(r) && r.args.contains("nodes") && r.args["nodes"].is_string()) {
-    k.nodes = r.args["nodes"].get<std::string>();
-  }
+  k.total = k.total + sim::SimTime{r.end - r.begin};
+  k.instructions += static_cast<int64_t>(r.instructions);
+  if (r.section && r.nodes >= 0) k.nodes = strings[r.nodes];
 }
 
-void add_kernels(Summary& s, const std::vector<Row>& rows) {
+void add_kernels(Summary& s, const std::vector<Row>& rows, const std::vector<std::string>& strings,
+                 uint32_t empty_string) {
   std::map<std::string, KernelRow> kernel_rows;  // per core
   for (const Row& row : rows) {
-    if (row.name == "Kernels") kernel_rows[row.process] = split_kernel_row(row);
+    if (row.kind == RowKind::kKernels) kernel_rows[row.process] = split_kernel_row(row);
   }
   // The launch containing [b, e), among a core's graph launches (by start).
-  auto inside_graph = [](const KernelRow& kr, sim::SimTime b, sim::SimTime e) {
+  auto inside_graph = [](const KernelRow& kr, uint64_t b, uint64_t e) {
     auto it = std::upper_bound(kr.graphs.begin(), kr.graphs.end(), b,
-                               [](sim::SimTime t, const SliceRecord* x) { return t < x->begin; });
+                               [](uint64_t t, const KernelSlice* x) { return t < x->begin; });
     return it != kr.graphs.begin() && e <= (*(it - 1))->end;
   };
-  std::map<std::string, KernelSummary> work, graph_work;
+  // By name id: a compiled graph's launch by its program's name (the empty string when none).
+  std::map<uint32_t, KernelSummary> work, graph_work;
   // Per kernel, per engine ("DMA" for the queues together): its instructions' intervals.
   using Intervals = std::vector<std::pair<uint64_t, uint64_t>>;
-  std::map<std::string, std::map<std::string, Intervals>> busy, graph_busy;
+  std::map<uint32_t, std::map<std::string, Intervals>> busy, graph_busy;
   for (const Row& row : rows) {
-    if (!is_instruction_row(row.name)) continue;
-    const std::string engine = is_dma_queue(row.name)
-                                   ? std::string(device_model::engine_info(device_model::EngineKind::kDma).row)
-                                   : (is_compute_engine(row.name) ? base_row(row.name) : "");
+    if (row.kind != RowKind::kInstructions) continue;
+    const bool dma = is_dma_queue(row.name);
+    const std::string engine = engine_of_row(row.name);
     auto k = kernel_rows.find(row.process);
-    for (const SliceRecord* r : row.slices) {
+    for (const InstructionSlice& r : row.instructions) {
       // The last kernel starting at or before the instruction, if it also ends after it (or,
       // for a fused program, its graph's launch does).
-      const SliceRecord* kernel = nullptr;
+      const KernelSlice* kernel = nullptr;
       if (k != kernel_rows.end()) {
         const auto& ks = k->second.kernels;
-        auto it =
-            std::upper_bound(ks.begin(), ks.end(), r->begin,
-                             [](sim::SimTime t, const SliceRecord* x) { return t < x->begin; });
+        auto it = std::upper_bound(ks.begin(), ks.end(), r.begin,
+                                   [](uint64_t t, const KernelSlice* x) { return t < x->begin; });
         if (it != ks.begin()) kernel = *(it - 1);
       }
-      const bool inside =
-          kernel && (r->end <= kernel->end ||
-                     (is_section(*kernel) && inside_graph(k->second, r->begin, r->end)));
+      const bool inside = kernel && (r.end <= kernel->end ||
+                                     (kernel->section && inside_graph(k->second, r.begin, r.end)));
       if (!inside) {
         ++s.instructions_outside_kernels;
         continue;
       }
       auto add = [&](KernelSummary& w) {
-        w.flops += num(r->args, "flops");
-        if (is_dma_queue(row.name)) {
-          w.bytes += num(r->args, "bytes");
-          w.hbm_bytes += num(r->args, "hbm_bytes");
+        w.flops += r.flops;
+        if (dma) {
+          w.bytes += r.bytes;
+          w.hbm_bytes += r.hbm_bytes;
         }
       };
       add(work[kernel->name]);
-      if (!engine.empty()) busy[kernel->name][engine].push_back({r->begin.ps, r->end.ps});
-      if (is_section(*kernel)) {
-        const std::string program = kernel->args.value("program", std::string());
+      if (!engine.empty()) busy[kernel->name][engine].push_back({r.begin, r.end});
+      if (kernel->section) {
+        const uint32_t program =
+            kernel->program >= 0 ? static_cast<uint32_t>(kernel->program) : empty_string;
         add(graph_work[program]);
-        if (!engine.empty()) graph_busy[program][engine].push_back({r->begin.ps, r->end.ps});
+        if (!engine.empty()) graph_busy[program][engine].push_back({r.begin, r.end});
       }
     }
   }
@@ -347,15 +501,16 @@ void add_kernels(Summary& s, const std::vector<Row>& rows) {
     }
   }
   std::vector<KernelSummary> kernels, graphs;
-  std::map<std::string, size_t> index, graph_index;
+  std::map<uint32_t, size_t> index, graph_index;
   for (const Row& row : rows) {
-    if (row.name != "Kernels") continue;
+    if (row.kind != RowKind::kKernels) continue;
     const KernelRow& kr = kernel_rows[row.process];
-    for (const SliceRecord* r : kr.kernels) {
-      count_launch(kernels, index, work, *r);
-      s.kernel_time = s.kernel_time + (r->end - r->begin);
+    for (const KernelSlice* r : kr.kernels) {
+      count_launch(kernels, index, work, *r, strings);
+      s.kernel_time = s.kernel_time + sim::SimTime{r->end - r->begin};
     }
-    for (const SliceRecord* r : kr.graphs) count_launch(graphs, graph_index, graph_work, *r);
+    for (const KernelSlice* r : kr.graphs)
+      count_launch(graphs, graph_index, graph_work, *r, strings);
   }
   auto by_total = [](const KernelSummary& a, const KernelSummary& b) {
     return a.total != b.total ? a.total > b.total : a.name < b.name;
@@ -366,20 +521,20 @@ void add_kernels(Summary& s, const std::vector<Row>& rows) {
   s.graph_launches = std::move(graphs);
 }
 
-void add_ops(Summary& s, const std::vector<Row>& rows) {
+void add_ops(Summary& s, const std::vector<Row>& rows, const std::vector<std::string>& strings) {
   std::vector<OpSummary> ops;
-  std::map<std::string, size_t> index;
+  std::map<uint32_t, size_t> index;
   for (const Row& row : rows) {
-    if (row.name != "Ops") continue;
-    std::vector<sim::SimTime> open_ends;
-    for (const SliceRecord* r : row.slices) {
-      while (!open_ends.empty() && open_ends.back() <= r->begin) open_ends.pop_back();
-      if (open_ends.empty()) s.op_time = s.op_time + (r->end - r->begin);
-      open_ends.push_back(r->end);
-      auto [it, added] = index.try_emplace(r->name, ops.size());
-      if (added) ops.push_back({r->name, 0, {}});
+    if (row.kind != RowKind::kOps) continue;
+    std::vector<uint64_t> open_ends;
+    for (const OpSlice& r : row.ops) {
+      while (!open_ends.empty() && open_ends.back() <= r.begin) open_ends.pop_back();
+      if (open_ends.empty()) s.op_time = s.op_time + sim::SimTime{r.end - r.begin};
+      open_ends.push_back(r.end);
+      auto [it, added] = index.try_emplace(r.name, ops.size());
+      if (added) ops.push_back({strings[r.name], 0, {}});
       ++ops[it->second].count;
-      ops[it->second].total = ops[it->second].total + (r->end - r->begin);
+      ops[it->second].total = ops[it->second].total + sim::SimTime{r.end - r.begin};
     }
   }
   std::stable_sort(ops.begin(), ops.end(), [](const OpSummary& a, const OpSummary& b) {
@@ -389,13 +544,7 @@ void add_ops(Summary& s, const std::vector<Row>& rows) {
   // Host op ranges that launched nothing (views, metadata, host-only ops): not in the op table.
   std::map<std::string, uint64_t> idle;
   for (const Row& row : rows) {
-    if (row.name != "ATen ops") continue;
-    for (const SliceRecord* r : row.slices) {
-      if (r->args.is_object() && r->args.contains("kernels_on_cores") &&
-          num(r->args["kernels_on_cores"]) == 0) {
-        ++idle[r->name];
-      }
-    }
+    for (const HostOpSlice& o : row.idle_ops) ++idle[strings[o.name]];
   }
   s.ops_without_kernels.assign(idle.begin(), idle.end());
   std::stable_sort(s.ops_without_kernels.begin(), s.ops_without_kernels.end(),
@@ -473,20 +622,15 @@ sim::SimTime union_length(std::vector<std::pair<uint64_t, uint64_t>> iv) {
   return {total};
 }
 
-Summary summarize(const Trace& t, size_t bins) {
+Summary SummaryBuilder::finish(size_t bins) {
+  Impl& d = *impl_;
   Summary s;
-  s.metadata = t.metadata.is_object() ? t.metadata : nlohmann::json::object();
+  s.metadata = d.metadata.is_object() ? d.metadata : nlohmann::json::object();
   s.preset = s.metadata.contains("preset") && s.metadata["preset"].is_string()
                  ? s.metadata["preset"].get<std::string>()
                  : "";
-  bool any = false;
-  uint64_t lo = 0, hi = 0;
-  for (const SliceRecord& r : t.slices) {
-    if (r.track >= t.tracks.size()) continue;
-    if (!any || r.begin.ps < lo) lo = r.begin.ps;
-    if (!any || r.end.ps > hi) hi = r.end.ps;
-    any = true;
-  }
+  uint64_t lo = d.lo, hi = d.hi;
+  bool any = d.any;
   // The recording's window (neuronsim traces carry it), widened to every slice.
   auto ps_of = [](const nlohmann::json& v) {
     return static_cast<uint64_t>(std::llround(num(v) * 1e3));
@@ -502,11 +646,44 @@ Summary summarize(const Trace& t, size_t bins) {
   }
   s.begin = {lo};
   s.end = {hi};
-  const std::vector<Row> rows = rows_of(t);
+  // Rows by (process, row name), in order of first appearance; rows named alike are one.
+  std::vector<Row> rows;
+  std::map<std::pair<std::string, std::string>, size_t> index;
+  std::vector<std::pair<uint32_t, std::pair<int64_t, int64_t>>> order;
+  for (const auto& [key, t] : d.threads) order.push_back({t.first_seq, key});
+  std::sort(order.begin(), order.end());
+  for (const auto& [first, key] : order) {
+    Impl::Thread& t = d.threads[key];
+    const auto p = d.process_names.find(key.first);
+    const auto n = d.row_names.find(key);
+    std::string process = p != d.process_names.end() ? p->second : fmt::format("pid {}", key.first);
+    std::string name = n != d.row_names.end() ? n->second : fmt::format("tid {}", key.second);
+    const RowKind kind = kind_of(name);
+    for (const Impl::Pending& q : t.pending) {
+      d.add(t, kind, q.begin, q.end, q.seq, q.name, q.category, q.args);
+    }
+    auto [it, added] = index.try_emplace({process, name}, rows.size());
+    if (added) rows.push_back({std::move(process), std::move(name), kind, first, {}, {}, {}, {}});
+    Row& row = rows[it->second];
+    auto move_into = [](auto& to, auto& from) {
+      to.insert(to.end(), from.begin(), from.end());
+      from.clear();
+      from.shrink_to_fit();
+    };
+    move_into(row.instructions, t.instructions);
+    move_into(row.kernels, t.kernels);
+    move_into(row.ops, t.ops);
+    move_into(row.idle_ops, t.idle_ops);
+  }
+  for (Row& row : rows) {
+    sort_slices(row.instructions);
+    sort_slices(row.kernels);
+    sort_slices(row.ops);
+  }
   const EngineIntervals engine_intervals = add_engines(s, rows, hi - lo);
-  add_kernels(s, rows);
-  add_ops(s, rows);
-  add_time(s, t, engine_intervals, bins);
+  add_kernels(s, rows, d.strings, d.id_of(""));
+  add_ops(s, rows, d.strings);
+  add_time(s, d.parts, engine_intervals, bins);
   const double seconds = static_cast<double>(hi - lo) * 1e-12;
   if (seconds > 0) {
     s.achieved_flops_per_s = s.flops / seconds;
@@ -523,6 +700,21 @@ Summary summarize(const Trace& t, size_t bins) {
   s.peak_hbm_bytes_per_s =
       num(peaks, "hbm_bytes_per_s_per_stack") * std::ceil(cores / cores_per_stack);
   return s;
+}
+
+Summary summarize(const Trace& t, size_t bins) {
+  SummaryBuilder b;
+  for (size_t i = 0; i < t.tracks.size(); ++i) {
+    const auto pid = static_cast<int64_t>(i);
+    b.name_process(pid, t.tracks[i].process);
+    b.name_row(pid, 0, t.tracks[i].name);
+  }
+  for (const SliceRecord& r : t.slices) {
+    if (r.track >= t.tracks.size()) continue;
+    b.slice(r.track, 0, r.name, r.category, r.begin, r.end, r.args);
+  }
+  b.set_metadata(t.metadata);
+  return b.finish(bins);
 }
 
 nlohmann::json summary_document(const std::string& text, const std::string& origin,

@@ -14,7 +14,7 @@ sim::TrackId TeeTraceSink::add_track(const sim::TrackInfo& info) {
 }
 
 void TeeTraceSink::slice(sim::TrackId track, std::string_view name, std::string_view category,
-                         sim::SimTime begin, sim::SimTime end, nlohmann::json args) {
+                         sim::SimTime begin, sim::SimTime end, const sim::TraceArgs& args) {
   for (size_t i = 0; i < sinks_.size(); ++i) {
     sinks_[i]->slice(ids_[track][i], name, category, begin, end, args);
   }

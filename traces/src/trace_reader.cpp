@@ -17,6 +17,33 @@ sim::SimTime from_us(const nlohmann::json& v) {
 
 }  // namespace
 
+ChromeSliceEvent decode_slice_event(const nlohmann::json& e) {
+  ChromeSliceEvent x;
+  x.pid = e.value("pid", 0);
+  x.tid = e.value("tid", 0);
+  x.begin = from_us(e.at("ts"));
+  x.end = x.begin + (e.contains("dur") ? from_us(e["dur"]) : sim::SimTime{});
+  x.name = e.value("name", "");
+  x.category = e.value("cat", "");
+  return x;
+}
+
+ChromeCounterEvent decode_counter_event(const nlohmann::json& e) {
+  ChromeCounterEvent c;
+  c.pid = e.value("pid", 0);
+  c.name = e.value("name", "");
+  if (e.contains("args") && e["args"].is_object() && !e["args"].empty()) {
+    c.value = e["args"].begin()->get<double>();
+  }
+  c.t = from_us(e.at("ts"));
+  return c;
+}
+
+TraceFormatError malformed_event(const std::string& origin, size_t index,
+                                 const std::exception& ex) {
+  return TraceFormatError(fmt::format("{}: event {} is malformed: {}", origin, index, ex.what()));
+}
+
 Trace read_trace_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw TraceFormatError(fmt::format("{}: cannot open trace file", path));
@@ -94,35 +121,27 @@ Trace trace_from_json(const nlohmann::json& doc, const std::string& origin) {
     const std::string ph = e.value("ph", "");
     try {
       if (ph == "X") {
-        const int64_t pid = e.value("pid", 0), tid = e.value("tid", 0);
+        const ChromeSliceEvent x = decode_slice_event(e);
         auto [it, added] =
-            slice_tracks.try_emplace({pid, tid}, static_cast<sim::TrackId>(t.tracks.size()));
+            slice_tracks.try_emplace({x.pid, x.tid}, static_cast<sim::TrackId>(t.tracks.size()));
         if (added) {
-          auto tn = thread_names.find({pid, tid});
+          auto tn = thread_names.find({x.pid, x.tid});
           t.tracks.push_back(
-              {process_of(pid),
-               tn != thread_names.end() ? tn->second.first : fmt::format("tid {}", tid),
+              {process_of(x.pid),
+               tn != thread_names.end() ? tn->second.first : fmt::format("tid {}", x.tid),
                sim::TrackKind::kSlices, tn != thread_names.end() ? tn->second.second : 0});
         }
-        const sim::SimTime b = from_us(e.at("ts"));
-        const sim::SimTime d = e.contains("dur") ? from_us(e["dur"]) : sim::SimTime{};
-        t.slices.push_back({it->second, e.value("name", ""), e.value("cat", ""), b, b + d,
+        t.slices.push_back({it->second, x.name, x.category, x.begin, x.end,
                             e.contains("args") ? e["args"] : nlohmann::json::object()});
       } else if (ph == "C") {
-        const int64_t pid = e.value("pid", 0);
-        const std::string name = e.value("name", "");
+        const ChromeCounterEvent c = decode_counter_event(e);
         auto [it, added] =
-            counter_tracks.try_emplace({pid, name}, static_cast<sim::TrackId>(t.tracks.size()));
-        if (added) t.tracks.push_back({process_of(pid), name, sim::TrackKind::kCounter, 0});
-        double v = 0;
-        if (e.contains("args") && e["args"].is_object() && !e["args"].empty()) {
-          v = e["args"].begin()->get<double>();
-        }
-        t.counters.push_back({it->second, from_us(e.at("ts")), v});
+            counter_tracks.try_emplace({c.pid, c.name}, static_cast<sim::TrackId>(t.tracks.size()));
+        if (added) t.tracks.push_back({process_of(c.pid), c.name, sim::TrackKind::kCounter, 0});
+        t.counters.push_back({it->second, c.t, c.value});
       }
     } catch (const nlohmann::json::exception& ex) {
-      throw TraceFormatError(
-          fmt::format("{}: event {} is malformed: {}", origin, index, ex.what()));
+      throw malformed_event(origin, index, ex);
     }
   }
   return t;

@@ -168,10 +168,9 @@ def read_metadata(path: str) -> dict:
 
 def _merged_meta(trace: trace_data.TraceFile) -> dict:
     try:
-        meta = json.loads(trace.text).get("otherData")
-    except (json.JSONDecodeError, AttributeError):
+        return trace_data.metadata(trace)
+    except CLIError:
         return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def is_merged(trace: trace_data.TraceFile) -> bool:

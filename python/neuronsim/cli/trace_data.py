@@ -4,11 +4,14 @@ one (traces/src/summary.cpp, the same `ncsim trace summary` prints) through neur
 
 A trace is the Chrome trace-event JSON written by ``neuronsim.tracing``
 (runtime/src/trace_session.cpp, traces/src/chrome_json_sink.cpp); a summary file is what
-`neuronsim run --summary-json` writes.
+`neuronsim run --summary-json` writes. Traces are read as they stream from disk
+(traces/src/trace_stream.cpp): a long run's trace is never held in memory whole, neither its text
+nor its JSON document; only ``TraceFile.text`` reads it all.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 import re
@@ -33,7 +36,11 @@ def __getattr__(name: str):
 @dataclass(frozen=True)
 class TraceFile:
     path: str
-    text: str
+
+    @property
+    def text(self) -> str:
+        """The whole file as text (summaries and metadata do not need it)."""
+        return _read_text(self.path)
 
 
 def _read_text(path: str) -> str:
@@ -51,6 +58,31 @@ def _read_text(path: str) -> str:
     if not text.strip():
         raise CLIError(f"{path}: the file is empty")
     return text
+
+
+# How much of a file is looked at before it is read as it streams: a binary or empty file is
+# named as such, not as a JSON syntax error.
+_HEAD_BYTES = 1 << 16
+
+
+def _check_file(path: str) -> None:
+    """_read_text's errors, from the file's first bytes only."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_HEAD_BYTES)
+            whole = not f.read(1)
+    except FileNotFoundError:
+        raise CLIError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise CLIError(f"{path}: cannot read (Is a directory)") from None
+    except OSError as e:
+        raise CLIError(f"{path}: cannot read ({e.strerror or e})") from None
+    try:
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=whole)
+    except UnicodeDecodeError:
+        raise CLIError(f"{path}: not a JSON file (binary data)") from None
+    if whole and not text.strip():
+        raise CLIError(f"{path}: the file is empty")
 
 
 # The tail of a number or literal a truncation cut through ("12.", "-", "1e", "tru", "nul").
@@ -76,12 +108,12 @@ def _syntax_error(text: str, path: str) -> CLIError:
     return CLIError(f"{path}: not valid JSON")
 
 
-def _summary(text: str, path: str, accept_summary: bool) -> dict:
+def _summary(path: str, accept_summary: bool) -> dict:
     _C = _ext()
     try:
-        s = json.loads(_C._summary_document(text, path, accept_summary))
+        s = json.loads(_C._summary_document_file(path, accept_summary))
     except _C.TraceSyntaxError:
-        raise _syntax_error(text, path) from None
+        raise _syntax_error(_read_text(path), path) from None
     except _C.TraceFormatError as e:
         raise CLIError(str(e)) from None
     s.setdefault("trace", os.path.abspath(path))
@@ -89,18 +121,33 @@ def _summary(text: str, path: str, accept_summary: bool) -> dict:
 
 
 def load(path: str) -> TraceFile:
-    """Reads a neuronsim trace file; any problem is a one-line CLIError naming the file."""
-    return TraceFile(path, _read_text(path))
+    """A neuronsim trace file; any problem is a one-line CLIError naming the file. The events
+    are read when a summary or the metadata is asked for."""
+    _check_file(path)
+    return TraceFile(path)
 
 
 def summarize(trace: TraceFile) -> dict:
     """Everything the subcommands print, as a JSON-ready dict (traces/include/.../summary.h)."""
-    return _summary(trace.text, trace.path, accept_summary=False)
+    return _summary(trace.path, accept_summary=False)
 
 
 def load_summary(path: str) -> dict:
     """A run's summary from a trace file or from `neuronsim run --summary-json` output."""
-    return _summary(_read_text(path), path, accept_summary=True)
+    _check_file(path)
+    return _summary(path, accept_summary=True)
+
+
+def metadata(trace: TraceFile) -> dict:
+    """The trace's run metadata ("otherData": configuration, op report, ranks of a merged
+    trace)."""
+    _C = _ext()
+    try:
+        return json.loads(_C._trace_metadata_file(trace.path))
+    except _C.TraceSyntaxError:
+        raise _syntax_error(_read_text(trace.path), trace.path) from None
+    except _C.TraceFormatError as e:
+        raise CLIError(str(e)) from None
 
 
 def sort_engines(labels: list[str]) -> list[str]:

@@ -78,6 +78,10 @@ struct AccessPattern {
   }
   /// Human-readable form used in traces and errors: "bf16@sbuf[0:128]+64[[1,512]]".
   std::string to_string() const;
+  /// Appends to_string()'s text.
+  void append_to(std::string& out) const;
+  /// The same, as a trace record's deferred string (sim::TraceArgs::add_deferred).
+  static void append_text(const AccessPattern& ap, std::string& out) { ap.append_to(out); }
 
  private:
   // Never more than kMaxFreeDims, even for an AP the validator has not seen (e.g. an unused

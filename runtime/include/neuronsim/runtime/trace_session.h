@@ -5,6 +5,7 @@
 // (launch overhead, CPU fallbacks, host<->device copies) on their own rows. Torch-free.
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -23,20 +24,23 @@ class TraceSession {
   /// Finishes the file (adding `metadata`) and ends the session.
   static void stop(Runtime& rt, const nlohmann::json& metadata);
 
-  void op_begin(Runtime& rt, const std::string& name, nlohmann::json args);
+  /// An ATen op starts on the host clock; `inputs_json` is the JSON text of its arguments'
+  /// description (shapes, dtypes, scalars: its slices' "inputs").
+  void op_begin(Runtime& rt, std::string_view name, std::string_view inputs_json);
   void op_end(Runtime& rt);
   /// A kernel launched on a logical device, with its device span.
   void kernel(uint32_t physical_core, sim::SimTime start, sim::SimTime end);
   /// A host-side cost on the host clock ("launch", "fallback aten::x", "copy").
-  void host(const std::string& name, const std::string& category, sim::SimTime begin,
-            sim::SimTime end, nlohmann::json args = nlohmann::json::object());
+  void host(std::string_view name, std::string_view category, sim::SimTime begin, sim::SimTime end,
+            const sim::TraceArgs& args = {});
   void range_push(Runtime& rt, const std::string& name);
   void range_pop(Runtime& rt);
 
  private:
+  // An op being recorded. Frames are reused (ops_ only grows): an op allocates nothing once
+  // its names fit the buffers of an earlier op at the same depth.
   struct OpFrame {
-    std::string name;
-    nlohmann::json args;
+    std::string name, inputs;
     sim::SimTime host_begin;
     std::vector<std::pair<sim::SimTime, sim::SimTime>> per_core;  // device span per core
     std::vector<bool> has_kernel;
@@ -53,6 +57,7 @@ class TraceSession {
   sim::TrackId ops_track_ = 0, python_track_ = 0, host_track_ = 0;
   std::vector<sim::TrackId> core_ops_;  // id + 1, 0 = not created
   std::vector<OpFrame> ops_;
+  size_t open_ops_ = 0;  // ops_[0, open_ops_) are the ops being recorded, outermost first
   std::vector<Range> ranges_;
   uint32_t cores_ = 0;
 };

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "neuronsim/sim/trace_args.h"
 #include "neuronsim/sim/units.h"
 
 namespace neuronsim::sim {
@@ -29,9 +30,10 @@ class TraceSink {
   /// False for sinks that drop everything: callers skip building records.
   virtual bool enabled() const { return true; }
   virtual TrackId add_track(const TrackInfo& info) = 0;
-  /// A duration on a slice track. `args` is a JSON object (operands, cycles, bytes, flops ...).
+  /// A duration on a slice track. `args` (operands, cycles, bytes, flops ...) and `name` are
+  /// borrowed: a sink copies what it keeps before returning.
   virtual void slice(TrackId track, std::string_view name, std::string_view category, SimTime begin,
-                     SimTime end, nlohmann::json args) = 0;
+                     SimTime end, const TraceArgs& args) = 0;
   /// A sample of a counter track, holding from `t` until the next sample.
   virtual void counter(TrackId track, SimTime t, double value) = 0;
   /// Run-level metadata (the configuration used, peaks for summaries, tool versions).
@@ -44,7 +46,7 @@ class NullTraceSink final : public TraceSink {
   bool enabled() const override { return false; }
   TrackId add_track(const TrackInfo&) override { return 0; }
   void slice(TrackId, std::string_view, std::string_view, SimTime, SimTime,
-             nlohmann::json) override {}
+             const TraceArgs&) override {}
   void counter(TrackId, SimTime, double) override {}
   void metadata(const std::string&, nlohmann::json) override {}
 };

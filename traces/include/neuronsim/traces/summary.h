@@ -25,8 +25,10 @@
 //   the outermost towards the total op time.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -109,13 +111,65 @@ struct Summary {
 /// The "format" of summary documents.
 inline constexpr const char* kSummaryFormat = "neuronsim-summary/1";
 
+/// Builds a Summary from a trace's records given one at a time, keeping only what the summary
+/// reads: the window, and for instruction, "Kernels" and "Ops" rows each slice's times and the
+/// few args it sums (48 bytes per instruction, whatever else its record held), the slices that
+/// count towards a part of the time account, and which host ops launched nothing.
+class SummaryBuilder {
+ public:
+  SummaryBuilder();
+  ~SummaryBuilder();
+  /// Names a process and a row (`pid`, `tid`: any ids); a row's slices may come before its name.
+  void name_process(int64_t pid, const std::string& name);
+  void name_row(int64_t pid, int64_t tid, const std::string& name);
+  void slice(int64_t pid, int64_t tid, std::string_view name, std::string_view category,
+             sim::SimTime begin, sim::SimTime end, const nlohmann::json& args);
+  /// The trace's run metadata ("otherData").
+  void set_metadata(nlohmann::json metadata);
+  /// `bins`: the timeline's resolution.
+  Summary finish(size_t bins = 200);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// `bins`: the timeline's resolution.
 Summary summarize(const Trace& trace, size_t bins = 200);
+/// The summary of a Chrome trace file read as it streams (trace_stream.h); errors as
+/// summarize(read_trace_file(path)).
+Summary summarize_file(const std::string& path);
 /// The summary document (to_json()) of the neuronsim trace in `text`; with `accept_summary`, the
 /// text may also be a summary document itself (`neuronsim run --summary-json`), returned as it
 /// is. TraceFormatError (TraceSyntaxError for non-JSON) names `origin` and the problem.
 nlohmann::json summary_document(const std::string& text, const std::string& origin,
                                 bool accept_summary);
+/// The text report the tools print.
+std::string format_summary(const Summary& s);
+
+/// Two summary documents (to_json(), or `neuronsim run --summary-json` files) compared: totals,
+/// engine by engine, op by op (largest change in device time first).
+nlohmann::json diff_json(const nlohmann::json& a, const nlohmann::json& b);
+/// Engine-by-engine and kernel-by-kernel comparison of two runs as text (ncsim trace diff).
+std::string format_diff(const Summary& a, const Summary& b, const std::string& name_a,
+                        const std::string& name_b);
+
+/// Union length of [begin, end) intervals.
+sim::SimTime union_length(std::vector<std::pair<uint64_t, uint64_t>> intervals);
+
+/// Display order of a core's engine rows: TensorE, its LoadStationary row, VectorE, ScalarE,
+/// GpSimdE, DMA (all queues), DMA q0, q1, ... then anything else by name.
+bool engine_before(const std::string& a, const std::string& b);
+/// Engine labels ("TensorE", or "nc1 DMA q2" with the core first) sorted core by core in that
+/// order.
+void sort_engine_labels(std::vector<std::string>& labels);
+
+/// summary_document() of the file at `path`, read as it streams: memory holds the summary's
+/// compact slices, not the document.
+nlohmann::json summary_document_file(const std::string& path, bool accept_summary);
+/// The "otherData" of a Chrome trace file (an empty object when it has none), read as it
+/// streams.
+nlohmann::json trace_metadata_file(const std::string& path);
 /// The text report the tools print.
 std::string format_summary(const Summary& s);
 

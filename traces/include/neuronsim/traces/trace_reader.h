@@ -1,6 +1,8 @@
 #pragma once
 // Reads a Chrome trace-event JSON file written by ChromeJsonSink (or any Chrome trace with "X",
 // "C" and "M" events) back into records.
+#include <cstdint>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -19,6 +21,25 @@ class TraceSyntaxError : public TraceFormatError {
 };
 
 Trace read_trace_file(const std::string& path);
+
+/// The fields of a Chrome "X" event (its args are the event's "args"); nlohmann::json
+/// exceptions when a field has the wrong type or "ts" is missing.
+struct ChromeSliceEvent {
+  int64_t pid = 0, tid = 0;
+  std::string name, category;
+  sim::SimTime begin, end;
+};
+ChromeSliceEvent decode_slice_event(const nlohmann::json& e);
+/// The fields of a Chrome "C" event (its value: the first arg).
+struct ChromeCounterEvent {
+  int64_t pid = 0;
+  std::string name;
+  sim::SimTime t;
+  double value = 0;
+};
+ChromeCounterEvent decode_counter_event(const nlohmann::json& e);
+/// The error for event `index` (from 1) of `origin`, whose fields `ex` complained about.
+TraceFormatError malformed_event(const std::string& origin, size_t index, const std::exception& ex);
 /// A Chrome trace (an object with "traceEvents", or a bare event array); `origin` names it in
 /// errors.
 Trace parse_trace(const std::string& text, const std::string& origin);

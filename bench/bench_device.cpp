@@ -49,7 +49,8 @@ GemmWorkload make_gemm(uint32_t size, bool fill_inputs) {
   s.m = s.k = s.n = size;
   s.bias = true;
   s.epilogue = device_model::ActFunc::kGelu;
-  const uint64_t es = device_model::dtype_size(s.in_dtype), oes = device_model::dtype_size(s.out_dtype);
+  const uint64_t es = device_model::dtype_size(s.in_dtype),
+                 oes = device_model::dtype_size(s.out_dtype);
   w.addr.a_t = hbm_alloc(uint64_t{s.k} * s.m * es);
   w.addr.b = hbm_alloc(uint64_t{s.k} * s.n * es);
   w.addr.bias = hbm_alloc(uint64_t{s.n} * es);

@@ -226,8 +226,9 @@ int main(int argc, char** argv) {
     const size_t within = std::count_if(rows.begin(), rows.end(),
                                         [&](const Row& r) { return r.sim_s <= 1.1 * bound(r); });
     std::printf("%zu of %zu rows within 10%% of their %s bound; worst %s %ux%ux%u at %.3fx\n",
-                within, rows.size(), what, std::string(device_model::dtype_name(worst->dtype)).c_str(),
-                worst->m, worst->k, worst->n, worst->sim_s / bound(*worst));
+                within, rows.size(), what,
+                std::string(device_model::dtype_name(worst->dtype)).c_str(), worst->m, worst->k,
+                worst->n, worst->sim_s / bound(*worst));
   };
   std::printf("\n");
   report("plain", [](const Row& r) { return r.bound(); });

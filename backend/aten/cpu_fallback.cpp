@@ -13,13 +13,13 @@
 
 #include "accelerator/context.h"
 #include "accelerator/generator.h"
+#include "aten/capture_mode.h"
 #include "aten/device_tensor.h"
 #include "aten/map_tensors.h"
 #include "aten/native_ops.h"
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
-#include "aten/capture_mode.h"
 #include "neuronsim/runtime/trace_session.h"
 #include "neuronsim/sim/host_profile.h"
 

@@ -13,13 +13,13 @@
 
 #include "accelerator/context.h"
 #include "accelerator/hooks.h"
+#include "aten/capture_mode.h"
 #include "aten/device_tensor.h"
 #include "aten/native_boxed.h"
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "aten/torch_op_call.h"
-#include "aten/capture_mode.h"
 #include "neuronsim/kernels/ops/device_copy.h"
 #include "neuronsim/runtime/trace_session.h"
 

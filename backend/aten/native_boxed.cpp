@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "accelerator/context.h"
+#include "aten/capture_mode.h"
 #include "aten/device_tensor.h"
 #include "aten/isa_outputs.h"
 #include "aten/map_tensors.h"
@@ -18,7 +19,6 @@
 #include "aten/op_scope.h"
 #include "aten/op_tracking.h"
 #include "aten/program_key.h"
-#include "aten/capture_mode.h"
 #include "neuronsim/runtime/trace_session.h"
 #include "neuronsim/sim/host_profile.h"
 #include "profiler/activity_recorder.h"

@@ -197,8 +197,9 @@ std::optional<ScalarType> TorchOpCall::scalar_type(std::string_view arg) const {
 const device_model::CoreParams& TorchOpCall::core() const {
   if (inv_.core_params) return *inv_.core_params;
   // Support checks run before the launch: the core's parameters are the device's for good.
-  return *with_runtime(
-      [](runtime::Runtime& r) -> const device_model::CoreParams* { return &r.device().params().core; });
+  return *with_runtime([](runtime::Runtime& r) -> const device_model::CoreParams* {
+    return &r.device().params().core;
+  });
 }
 
 TensorArg TorchOpCall::output(size_t i) const {

@@ -140,7 +140,7 @@ void CompiledGraphRun::launch(int segment, const std::vector<at::Tensor>& tensor
     }
     spliced = with_runtime([&](runtime::Runtime& r) {
       return kernels::compiler::link(cg_.name, std::move(parts), cg_.lowered.root,
-                                  r.device().params().core);
+                                     r.device().params().core);
     });
     program = &spliced;
   }

@@ -84,7 +84,9 @@ void register_bindings(py::module_& m) {
       d["dma_bytes_per_s"] = p.dma_bytes_per_s;
       d["algorithm"] = device_model::interconnect::algorithm_name(p.algorithm);
       d["inter_instance"] =
-          p.inter_instance == device_model::interconnect::InterInstance::kHierarchical ? "hierarchical" : "flat";
+          p.inter_instance == device_model::interconnect::InterInstance::kHierarchical
+              ? "hierarchical"
+              : "flat";
       d["launch_overhead_ns"] = p.launch_overhead_ns;
       d["step_latency_ns"] = p.step_latency_ns;
       return d;

@@ -117,8 +117,10 @@ void check_agreement(const Call& call, const std::vector<Header>& headers,
     const Header& b = headers[r];
     TORCH_CHECK(b.magic == kMagic, where, ": rank ", r,
                 " sent a malformed collective header (a different neuronsim version?)");
-    const auto kind_a = device_model::interconnect::kind_name(static_cast<device_model::interconnect::Kind>(a.kind));
-    const auto kind_b = device_model::interconnect::kind_name(static_cast<device_model::interconnect::Kind>(b.kind));
+    const auto kind_a = device_model::interconnect::kind_name(
+        static_cast<device_model::interconnect::Kind>(a.kind));
+    const auto kind_b = device_model::interconnect::kind_name(
+        static_cast<device_model::interconnect::Kind>(b.kind));
     TORCH_CHECK(b.sequence == a.sequence && b.kind == a.kind, where, ": rank 0 called ", kind_a,
                 " (collective #", a.sequence, ") while rank ", r, " called ", kind_b,
                 " (collective #", b.sequence,
@@ -131,7 +133,8 @@ void check_agreement(const Call& call, const std::vector<Header>& headers,
                 " uses ", op_name(b.reduce_op));
     TORCH_CHECK(b.root == a.root, where, ": ", call.name, " with mismatched roots: rank 0 uses ",
                 a.root, ", rank ", r, " uses ", b.root);
-    if (call.kind == device_model::interconnect::Kind::kAllToAll) continue;  // shapes may differ; splits below
+    if (call.kind == device_model::interconnect::Kind::kAllToAll)
+      continue;  // shapes may differ; splits below
     TORCH_CHECK(b.shapes_hash == a.shapes_hash && b.tensors == a.tensors, where, ": ", call.name,
                 " with mismatched shapes: rank 0 has ", describe(a), ", rank ", r, " has ",
                 describe(b));

@@ -9,11 +9,11 @@
 #include <stdexcept>
 
 #include "accelerator/context.h"
+#include "aten/capture_mode.h"
 #include "aten/device_tensor.h"
 #include "aten/op_observer.h"
 #include "aten/op_tracking.h"
 #include "compiled_graph/compiled_graph.h"
-#include "aten/capture_mode.h"
 #include "compiled_graph/host_run.h"
 #include "neuronsim/sim/host_profile.h"
 

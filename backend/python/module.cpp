@@ -15,8 +15,8 @@
 #include "neuronsim/sim/host_profile.h"
 #include "python/fallback_call.h"
 #include "python/graph_bindings.h"
-#include "python/run_log_bindings.h"
 #include "python/nki_bindings.h"
+#include "python/run_log_bindings.h"
 #include "python/trace_tools.h"
 
 #include <ATen/record_function.h>

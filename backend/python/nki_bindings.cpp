@@ -10,8 +10,8 @@
 #include <map>
 
 #include "accelerator/context.h"
-#include "aten/native_boxed.h"
 #include "aten/capture_mode.h"
+#include "aten/native_boxed.h"
 #include "neuronsim/device_model/errors.h"
 #include "neuronsim/kernels/dense_gemm.h"
 #include "neuronsim/kernels/nki/lower.h"
@@ -123,13 +123,16 @@ kernels::nki::Op to_op(const py::handle& h) {
   if (!op.operand0.from_operand) in.operand0.imm = op.operand0.imm;
   if (!op.operand1.from_operand) in.operand1.imm = op.operand1.imm;
   const auto f = t[10].cast<py::dict>();
-  in.alu0 = parse_name<device_model::AluOp>(f, "alu0", &device_model::parse_alu_op, device_model::AluOp::kBypass);
-  in.alu1 = parse_name<device_model::AluOp>(f, "alu1", &device_model::parse_alu_op, device_model::AluOp::kBypass);
-  in.func = parse_name<device_model::ActFunc>(f, "func", &device_model::parse_act_func, device_model::ActFunc::kCopy);
-  in.reduce =
-      parse_name<device_model::ReduceOp>(f, "reduce", &device_model::parse_reduce_op, device_model::ReduceOp::kAdd);
-  in.rng_dist =
-      parse_name<device_model::RngDist>(f, "dist", &device_model::parse_rng_dist, device_model::RngDist::kUniform);
+  in.alu0 = parse_name<device_model::AluOp>(f, "alu0", &device_model::parse_alu_op,
+                                            device_model::AluOp::kBypass);
+  in.alu1 = parse_name<device_model::AluOp>(f, "alu1", &device_model::parse_alu_op,
+                                            device_model::AluOp::kBypass);
+  in.func = parse_name<device_model::ActFunc>(f, "func", &device_model::parse_act_func,
+                                              device_model::ActFunc::kCopy);
+  in.reduce = parse_name<device_model::ReduceOp>(f, "reduce", &device_model::parse_reduce_op,
+                                                 device_model::ReduceOp::kAdd);
+  in.rng_dist = parse_name<device_model::RngDist>(f, "dist", &device_model::parse_rng_dist,
+                                                  device_model::RngDist::kUniform);
   if (f.contains("reverse0")) in.reverse0 = f["reverse0"].cast<bool>();
   if (f.contains("reverse1")) in.reverse1 = f["reverse1"].cast<bool>();
   if (f.contains("reduce_axes")) in.reduce_axes = f["reduce_axes"].cast<uint8_t>();

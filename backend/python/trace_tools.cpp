@@ -81,8 +81,9 @@ void bind_trace_tools(py::module_& m) {
       return std::string(e.what());
     }
   });
-  m.def("_preset_text",
-        [](const std::string& name) { return std::string(device_model::Config::builtin_text(name)); });
+  m.def("_preset_text", [](const std::string& name) {
+    return std::string(device_model::Config::builtin_text(name));
+  });
 }
 
 }  // namespace neuronsim::backend

@@ -183,8 +183,7 @@ void ComputeEngine::run_instruction(const Instruction& in, size_t index) {
     if (ctx_.tracing() && ls_time.ps > 0) {
       sim::TraceArgs args{{"cycles", cost.load_stationary_cycles}, {"index", index}};
       args.add_deferred<AccessPattern, &AccessPattern::append_text>("stationary", in.src0);
-      trace_slice(ls_track_, unit_row_, "load_stationary", ls_start, ls_end,
-                  std::move(args));
+      trace_slice(ls_track_, unit_row_, "load_stationary", ls_start, ls_end, std::move(args));
     }
     start = sim::max(sim::max(issue, engine_free_), ls_end);
     stationary_ = in.src0;

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "neuronsim/device_model/instructions.h"
-#include "neuronsim/kernels/synced_builder.h"
 #include "neuronsim/kernels/program_builder.h"
+#include "neuronsim/kernels/synced_builder.h"
 
 namespace neuronsim::kernels {
 

@@ -53,8 +53,8 @@ bool prefer_transposed_rows(const OuterReduce& r, const device_model::CoreParams
 /// max/min/prod over the reduced dims, or var/std (spec.variance, spec.sqrt, spec.scale): rows
 /// loaded contiguously and transposed on TensorE, so the kept columns land on partitions.
 device_model::Program build_transposed_column_reduce(const std::string& name, const TensorDesc& in,
-                                               const TensorDesc& out, const ReduceSpec& spec,
-                                               const OuterReduce& r,
-                                               const device_model::CoreParams& core);
+                                                     const TensorDesc& out, const ReduceSpec& spec,
+                                                     const OuterReduce& r,
+                                                     const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -79,10 +79,11 @@ TensorDesc to_5d(const TensorDesc& t);
 
 /// `base` with free dims `dims` (outermost first): size-1 dims dropped, neighbours that walk
 /// memory contiguously merged. Throws if more than four remain.
-device_model::AccessPattern with_dims(device_model::AccessPattern base, const std::vector<device_model::Dim>& dims);
+device_model::AccessPattern with_dims(device_model::AccessPattern base,
+                                      const std::vector<device_model::Dim>& dims);
 /// An SBUF access pattern on partitions [start, start + partitions).
-device_model::AccessPattern sbuf_ap(device_model::DType t, uint32_t start, uint32_t partitions, uint64_t offset,
-                              const std::vector<device_model::Dim>& dims);
+device_model::AccessPattern sbuf_ap(device_model::DType t, uint32_t start, uint32_t partitions,
+                                    uint64_t offset, const std::vector<device_model::Dim>& dims);
 
 /// Where a band load goes: a buffer (padded layout) and a staging area for the raw data, both
 /// byte offsets in every partition; the DMA queue and the engine that pads.
@@ -108,13 +109,13 @@ ProgramBuilder::Token load_band(ProgramBuilder& b, const TensorDesc& t, const Ax
 /// The access pattern of a window of the buffer: output box `r` of band `band`, tap offset
 /// (k0, k1, k2), on partitions [0, partitions).
 device_model::AccessPattern window_ap(device_model::DType t, uint32_t partitions, uint64_t buffer,
-                                const Axes& a, const Band& band, const Rect& r,
-                                const std::array<int64_t, 3>& tap);
+                                      const Axes& a, const Band& band, const Rect& r,
+                                      const std::array<int64_t, 3>& tap);
 
 /// The HBM access pattern of output box `counts` at `start` of channels [c0, c0 + cw) of image
 /// n of `t` (5-d), channels on partitions.
 device_model::AccessPattern feature_ap(const TensorDesc& t, int64_t n, int64_t c0, uint32_t cw,
-                                 const std::array<int64_t, 3>& start,
-                                 const std::array<int64_t, 3>& counts);
+                                       const std::array<int64_t, 3>& start,
+                                       const std::array<int64_t, 3>& counts);
 
 }  // namespace neuronsim::kernels::conv

@@ -24,7 +24,7 @@ struct ShiftedConv {
 };
 
 device_model::Program build_shifted_conv(const std::string& name, const ShiftedConv& c,
-                                   const device_model::CoreParams& core);
+                                         const device_model::CoreParams& core);
 
 /// Output rows per band so that one block of channels fits SBUF; 0 when not even one does.
 int64_t shifted_conv_band_rows(const ShiftedConv& c, const device_model::CoreParams& core);
@@ -39,11 +39,12 @@ struct WeightGrad {
   int64_t groups = 1;
 };
 device_model::Program build_weight_grad(const std::string& name, const WeightGrad& w,
-                                  const device_model::CoreParams& core);
+                                        const device_model::CoreParams& core);
 int64_t weight_grad_band_rows(const WeightGrad& w, const device_model::CoreParams& core);
 
 /// grad_bias[c] = sum over n and positions of g[n, c, ...].
 device_model::Program build_bias_grad(const std::string& name, const TensorDesc& g,
-                                const TensorDesc& grad_bias, const device_model::CoreParams& core);
+                                      const TensorDesc& grad_bias,
+                                      const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels::conv

@@ -16,7 +16,6 @@ namespace neuronsim::kernels {
 using namespace device_model;
 using Token = ProgramBuilder::Token;
 
-
 namespace {
 
 std::vector<std::vector<int64_t>> strides_of(const std::vector<TensorDesc>& ts,

@@ -41,8 +41,9 @@ namespace {
 
 // The plan for a given PSUM group size, output slots and chunk size cap; estimate_s is
 // infinite when it does not fit in SBUF.
-MatmulPlan plan_with(const MatmulShape& s, const device_model::CoreParams& core, uint32_t group_banks,
-                     uint32_t out_slots, uint64_t chunk_cap, uint32_t max_stage) {
+MatmulPlan plan_with(const MatmulShape& s, const device_model::CoreParams& core,
+                     uint32_t group_banks, uint32_t out_slots, uint64_t chunk_cap,
+                     uint32_t max_stage) {
   MatmulPlan p;
   const uint32_t P = core.tensor.rows;
   p.kt = static_cast<uint32_t>(ceil_div(s.k, P));

@@ -5,8 +5,8 @@
 namespace neuronsim::kernels {
 
 device_model::Program build_squared_error_sum(const std::string& name, const TensorDesc& a,
-                                        const TensorDesc& b, const TensorDesc& out, float scale,
-                                        const device_model::CoreParams& core) {
+                                              const TensorDesc& b, const TensorDesc& out,
+                                              float scale, const device_model::CoreParams& core) {
   Expr e;
   const Arg d = e.alu(device_model::AluOp::kSubtract, Arg::input(0), Arg::input(1));
   e.alu(device_model::AluOp::kMultiply, d, d);

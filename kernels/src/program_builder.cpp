@@ -8,13 +8,15 @@
 
 namespace neuronsim::kernels {
 
-ProgramBuilder::ProgramBuilder(std::string name, const device_model::CoreParams& core) : core_(core) {
+ProgramBuilder::ProgramBuilder(std::string name, const device_model::CoreParams& core)
+    : core_(core) {
   program_.name = std::move(name);
 }
 
 uint16_t ProgramBuilder::sem_of(StreamId s) const {
-  const uint32_t sem = s.engine == device_model::EngineKind::kDma ? device_model::kComputeEngineCount + s.queue
-                                                            : static_cast<uint32_t>(s.engine);
+  const uint32_t sem = s.engine == device_model::EngineKind::kDma
+                           ? device_model::kComputeEngineCount + s.queue
+                           : static_cast<uint32_t>(s.engine);
   if (sem >= core_.semaphores) {
     throw std::logic_error(fmt::format("stream {} needs semaphore {}; the core has {}", s.name(),
                                        sem, core_.semaphores));

@@ -25,8 +25,9 @@ TensorDesc narrow(TensorDesc t, size_t d, int64_t start, int64_t len) {
 
 }  // namespace
 
-device_model::Program build_flip(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                           const std::vector<int64_t>& dims, const device_model::CoreParams& core) {
+device_model::Program build_flip(const std::string& name, const TensorDesc& in,
+                                 const TensorDesc& out, const std::vector<int64_t>& dims,
+                                 const device_model::CoreParams& core) {
   if (in.sizes != out.sizes) throw std::invalid_argument("flip: input and output sizes differ");
   TensorDesc src = in;
   std::vector<bool> flipped(in.sizes.size(), false);
@@ -42,9 +43,10 @@ device_model::Program build_flip(const std::string& name, const TensorDesc& in, 
   return build_copy(name, src, out, core);
 }
 
-device_model::Program build_roll(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                           const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims,
-                           const device_model::CoreParams& core) {
+device_model::Program build_roll(const std::string& name, const TensorDesc& in,
+                                 const TensorDesc& out, const std::vector<int64_t>& shifts,
+                                 const std::vector<int64_t>& dims,
+                                 const device_model::CoreParams& core) {
   if (in.sizes != out.sizes) throw std::invalid_argument("roll: input and output sizes differ");
   if (shifts.size() != dims.size())
     throw std::invalid_argument("roll: shifts and dims differ in length");

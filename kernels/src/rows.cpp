@@ -61,8 +61,8 @@ uint32_t row_chunk(const device_model::CoreParams& core, uint32_t buffers, int64
       std::min<int64_t>(cols, static_cast<int64_t>(std::max<uint64_t>(cap, 1))));
 }
 
-device_model::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile, size_t k,
-                             int64_t c0, uint32_t count) {
+device_model::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile,
+                                   size_t k, int64_t c0, uint32_t count) {
   return hbm_ap(t, tile.offset[k] + c0 * l.col_stride[k], tile.rows, tile.row_stride[k],
                 {{l.col_stride[k], count}});
 }

@@ -41,21 +41,24 @@ std::vector<int64_t> broadcast_strides(const TensorDesc& t, const std::vector<in
 }
 
 device_model::AccessPattern hbm_ap(const TensorDesc& t, int64_t offset, uint32_t partitions,
-                             int64_t partition_stride, std::initializer_list<device_model::Dim> dims) {
+                                   int64_t partition_stride,
+                                   std::initializer_list<device_model::Dim> dims) {
   device_model::AccessPattern ap;
   ap.space = device_model::MemSpace::kHbm;
   ap.dtype = t.dtype;
   ap.partitions = partitions;
   ap.partition_stride = partition_stride;
-  ap.offset = static_cast<uint64_t>(static_cast<int64_t>(t.address) +
-                                    offset * static_cast<int64_t>(device_model::dtype_size(t.dtype)));
+  ap.offset =
+      static_cast<uint64_t>(static_cast<int64_t>(t.address) +
+                            offset * static_cast<int64_t>(device_model::dtype_size(t.dtype)));
   ap.ndims = static_cast<uint8_t>(dims.size());
   std::copy(dims.begin(), dims.end(), ap.dims.begin());
   return ap;
 }
 
 std::string TensorDesc::to_string() const {
-  return fmt::format("{}[{}]@{:#x}", device_model::dtype_name(dtype), fmt::join(sizes, ","), address);
+  return fmt::format("{}[{}]@{:#x}", device_model::dtype_name(dtype), fmt::join(sizes, ","),
+                     address);
 }
 
 }  // namespace neuronsim::kernels

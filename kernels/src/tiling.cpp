@@ -283,7 +283,7 @@ std::vector<Tile> make_transpose_tiles(const std::vector<int64_t>& sizes,
 }
 
 device_model::AccessPattern transposed_rows_ap(const TensorDesc& t, const Tile& tile,
-                                         const TileOperand& o) {
+                                               const TileOperand& o) {
   device_model::AccessPattern ap = tile_ap(t, tile, o);
   ap.partitions = tile.free_sizes[0];
   ap.partition_stride = o.free_strides[0];

@@ -250,7 +250,8 @@ void CachingAllocator::out_of_memory(uint64_t requested, uint64_t rounded) {
       gib(requested), name_, gib(device_.capacity()), gib(device_.free_bytes()), gib(allocated),
       gib(reserved - allocated));
   (void)rounded;
-  throw device_model::OutOfMemoryError(requested, device_.free_bytes(), device_.capacity(), msg, true);
+  throw device_model::OutOfMemoryError(requested, device_.free_bytes(), device_.capacity(), msg,
+                                       true);
 }
 
 }  // namespace neuronsim::runtime

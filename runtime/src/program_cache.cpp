@@ -80,7 +80,7 @@ void ProgramCache::set_enabled(bool on) {
 }
 
 const std::vector<device_model::Program>* ProgramCache::find(const std::string& key,
-                                                       const std::vector<HbmSpan>& regions) {
+                                                             const std::vector<HbmSpan>& regions) {
   if (!enabled_) return nullptr;
   auto it = entries_.find(key);
   if (it == entries_.end() || it->second.regions.size() != regions.size()) {

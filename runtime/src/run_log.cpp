@@ -99,7 +99,8 @@ RunLog RunLog::from_json(const nlohmann::json& j, const std::string& origin) {
   log.why_not_ = j.value("why_not", std::string());
   log.launches_ = j.value("launches", size_t{0});
   try {
-    for (const auto& p : j.at("programs")) log.programs_.push_back(device_model::program_from_json(p));
+    for (const auto& p : j.at("programs"))
+      log.programs_.push_back(device_model::program_from_json(p));
     for (const auto& e : j.at("entries")) {
       Entry x;
       x.kind = static_cast<Kind>(e.at(0).get<int>());

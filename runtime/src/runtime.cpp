@@ -256,8 +256,9 @@ sim::SimTime Runtime::start_time(uint32_t dev, int64_t stream) {
   return sim::max(sim::max(host_time_, device_->now()), s.wait);
 }
 
-device_model::RunResult Runtime::launch(uint32_t dev, int64_t stream, const device_model::Program& program,
-                                  bool functional, bool validated) {
+device_model::RunResult Runtime::launch(uint32_t dev, int64_t stream,
+                                        const device_model::Program& program, bool functional,
+                                        bool validated) {
   const sim::SimTime start = start_time(dev, stream);
   if (start > device_->now()) device_->advance(start - device_->now());
   device_->set_mode(functional ? device_model::ExecMode::kFull : device_model::ExecMode::kTiming);
@@ -274,8 +275,8 @@ device_model::RunResult Runtime::launch(uint32_t dev, int64_t stream, const devi
 }
 
 device_model::Device::HostCopy Runtime::copy_host(uint32_t dev, int64_t stream, uint64_t bytes,
-                                            bool to_device, uint64_t hbm_address,
-                                            bool non_blocking) {
+                                                  bool to_device, uint64_t hbm_address,
+                                                  bool non_blocking) {
   const sim::SimTime start = start_time(dev, stream);
   if (start > device_->now()) device_->advance(start - device_->now());
   const auto r = device_->host_copy(physical_[dev], bytes, to_device, hbm_address);
@@ -326,7 +327,8 @@ std::vector<std::pair<std::string, sim::SimTime>> Runtime::engine_busy() const {
     for (const device_model::EngineInfo& e : device_model::kEngines) {
       const std::string key = fmt::format("nc{}.{}.busy_ps", c, e.stream);
       const auto ps = static_cast<uint64_t>(stats.value(key));
-      const std::string row = e.compute ? std::string(e.row) : std::string(device_model::kAllDmaRow);
+      const std::string row =
+          e.compute ? std::string(e.row) : std::string(device_model::kAllDmaRow);
       core.push_back({fmt::format("nc{} {}", c, row), {ps}});
       ran = ran || ps > 0;
     }
@@ -356,7 +358,8 @@ void Runtime::synchronize() {
 }
 
 const device_model::interconnect::InterconnectParams& Runtime::interconnect() {
-  if (!interconnect_) interconnect_ = device_model::interconnect::parse_interconnect_params(device_->config());
+  if (!interconnect_)
+    interconnect_ = device_model::interconnect::parse_interconnect_params(device_->config());
   return *interconnect_;
 }
 

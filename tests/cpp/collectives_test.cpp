@@ -9,9 +9,9 @@
 #include <fstream>
 #include <numeric>
 
-#include "neuronsim/device_model/interconnect/collective_model.h"
 #include "neuronsim/device_model/config.h"
 #include "neuronsim/device_model/errors.h"
+#include "neuronsim/device_model/interconnect/collective_model.h"
 #include "neuronsim/device_model/params.h"
 
 namespace neuronsim::device_model::interconnect {

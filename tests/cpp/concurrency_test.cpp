@@ -64,7 +64,8 @@ bool overlaps(const SliceRecord& a, const SliceRecord& b) {
 // Loads n tiles from HBM and runs a VectorE pass over each. Pipelined: two SBUF buffers, the load
 // of tile i only waits for VectorE to be done with the buffer's previous tile. Serialized: each
 // load waits for VectorE to finish the tile before it, so nothing overlaps.
-device_model::Program load_and_compute(const device_model::CoreParams& core, int n, bool pipelined) {
+device_model::Program load_and_compute(const device_model::CoreParams& core, int n,
+                                       bool pipelined) {
   kernels::ProgramBuilder b(pipelined ? "pipelined" : "serialized", core);
   const uint32_t cols = 4096;  // bf16: 8 KiB per partition
   const auto q = kernels::dma_queue(0);

@@ -35,8 +35,8 @@ constexpr double kTol = 0.05;  // every rule must hold within 5%
 #define EXPECT_WITHIN_5PCT(measured, rule) \
   EXPECT_NEAR((measured), (rule), kTol*(rule)) << #measured " vs rule " #rule
 
-std::unique_ptr<device_model::Device> timing_device(const std::string& preset = "trn1",
-                                              const std::vector<std::string>& overrides = {}) {
+std::unique_ptr<device_model::Device> timing_device(
+    const std::string& preset = "trn1", const std::vector<std::string>& overrides = {}) {
   return testing::make_device(preset, overrides, device_model::ExecMode::kTiming);
 }
 
@@ -67,7 +67,7 @@ Traced run_traced(device_model::Device& dev, const device_model::Program& p) {
 
 // `n` instructions on one stream, cycling through `body`.
 device_model::Program repeat(const device_model::Device& dev, device_model::StreamId s,
-                       const std::vector<Instruction>& body, int n) {
+                             const std::vector<Instruction>& body, int n) {
   kernels::ProgramBuilder b("repeat", dev.params().core);
   for (int i = 0; i < n; ++i) b.emit(s, body[i % body.size()]);
   return std::move(b).build();
@@ -187,7 +187,8 @@ TEST(CostModelRules, Fp8DoubleRowGemmTakesHalfTheBf16TensorTimeOnTrn2) {
     g.m = 1024, g.k = 2048, g.n = 1024;
     g.in_dtype = in;
     g.out_dtype = DType::kBf16;
-    const device_model::Program p = kernels::build_gemm(g, {0, 8 << 20, 0, 16 << 20}, dev->params().core);
+    const device_model::Program p =
+        kernels::build_gemm(g, {0, 8 << 20, 0, 16 << 20}, dev->params().core);
     double busy = 0;
     for (const SliceRecord& r : run_traced(*dev, p).row("TensorE")) {
       busy += static_cast<double>((r.end - r.begin).ps) * 1e-12;
@@ -201,7 +202,8 @@ TEST(CostModelRules, Fp8DoubleRowGemmTakesHalfTheBf16TensorTimeOnTrn2) {
 // Double row is validated: NeuronCore-v2 has no such mode (trn1 tensor.fp8_double_row_cost_factor
 // 0; ARCH-v3 introduces it), and it takes FP8 x FP8 only. Both are a ValidationError naming the
 // rule, not a silent regular matmul.
-void expect_double_row_rejected(device_model::Device& dev, DType st, DType mv, const std::string& says) {
+void expect_double_row_rejected(device_model::Device& dev, DType st, DType mv,
+                                const std::string& says) {
   try {
     dev.run(0, repeat(dev, kernels::kTensor, {double_row_mm(st, mv)}, 1));
     ADD_FAILURE() << "double-row matmul was accepted";

@@ -188,7 +188,8 @@ struct TimedRun {
   std::string stats;
 };
 
-TimedRun run_timed(device_model::Device& dev, const std::vector<device_model::Program>& per_core, bool traced) {
+TimedRun run_timed(device_model::Device& dev, const std::vector<device_model::Program>& per_core,
+                   bool traced) {
   traces::MemoryTraceSink sink;
   if (traced) dev.set_trace_sink(&sink);
   dev.stats().reset();

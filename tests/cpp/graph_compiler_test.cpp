@@ -16,11 +16,11 @@
 namespace neuronsim {
 namespace {
 
-using kernels::graph::Arg;
 using kernels::compiler::CompiledGraph;
+using kernels::compiler::NodeClass;
+using kernels::graph::Arg;
 using kernels::graph::Graph;
 using kernels::graph::Node;
-using kernels::compiler::NodeClass;
 using kernels::graph::TensorMeta;
 
 TensorMeta meta(std::vector<int64_t> sizes, std::vector<int64_t> strides = {},
@@ -300,8 +300,8 @@ TEST(GraphCompiler, SecondPartPrefetchesAfterTheFirstPartsLoads) {
     p.stream(kernels::dma_queue(static_cast<uint8_t>(4 * i)))
         .instructions.push_back(device_model::isa::dma_copy(
             device_model::isa::sbuf_tile(device_model::DType::kFp32, 128, 4096 * i, 256),
-            device_model::isa::hbm_rows(device_model::DType::kFp32, kernels::compiler::virtual_address(i), 128,
-                                  256, 256)));
+            device_model::isa::hbm_rows(device_model::DType::kFp32,
+                                        kernels::compiler::virtual_address(i), 128, 256, 256)));
     parts[static_cast<size_t>(i)].name = "part" + std::to_string(i);
   }
   const auto linked = kernels::compiler::link("g", parts, {0, 1, 2}, core);

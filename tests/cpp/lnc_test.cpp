@@ -227,7 +227,8 @@ TEST(Lnc, SplitMatmulAndElementwiseComputeWhatOneCoreComputes) {
                                                 {20 << 20, DType::kFp32, {rows, cols}, {cols, 1}},
                                                 {24 << 20, DType::kFp32, {cols}, {1}}};
   kernels::Expr e;
-  const auto prod = e.alu(device_model::AluOp::kMultiply, kernels::Arg::input(0), kernels::Arg::input(1));
+  const auto prod =
+      e.alu(device_model::AluOp::kMultiply, kernels::Arg::input(0), kernels::Arg::input(1));
   e.alu(device_model::AluOp::kAdd, prod, kernels::Arg::input(2));
   const kernels::TensorDesc o1{28 << 20, DType::kFp32, {rows, cols}, {cols, 1}};
   kernels::TensorDesc o2 = o1;

@@ -12,8 +12,8 @@
 
 #include <fmt/ranges.h>
 
-#include "neuronsim/kernels/scalesim_gemm.h"
 #include "neuronsim/kernels/matmul.h"
+#include "neuronsim/kernels/scalesim_gemm.h"
 #include "neuronsim/reference/host_checks.h"
 #include "test_util.h"
 

@@ -23,7 +23,8 @@ device_model::Program loads(runtime::Runtime& rt, const std::string& name, uint8
     st.id = {device_model::EngineKind::kDma, q};
     st.instructions.push_back(device_model::isa::dma_copy(
         device_model::isa::sbuf_tile(device_model::DType::kFp32, 128, q * 2048u, 512),
-        device_model::isa::hbm_rows(device_model::DType::kFp32, buf + (uint64_t{q} << 18), 128, 512, 512)));
+        device_model::isa::hbm_rows(device_model::DType::kFp32, buf + (uint64_t{q} << 18), 128, 512,
+                                    512)));
     p.streams.push_back(std::move(st));
   }
   return p;

@@ -11,10 +11,9 @@
 namespace neuronsim::testing {
 
 /// Builds the test process's Device (one per process) from a preset and overrides.
-inline std::unique_ptr<device_model::Device> make_device(const std::string& preset = "trn1",
-                                                   const std::vector<std::string>& overrides = {},
-                                                   device_model::ExecMode mode = device_model::ExecMode::kFull,
-                                                   uint32_t cores = 1) {
+inline std::unique_ptr<device_model::Device> make_device(
+    const std::string& preset = "trn1", const std::vector<std::string>& overrides = {},
+    device_model::ExecMode mode = device_model::ExecMode::kFull, uint32_t cores = 1) {
   device_model::Config c = device_model::Config::load(preset);
   c.apply_overrides(overrides);
   device_model::DeviceOptions o;
@@ -24,7 +23,8 @@ inline std::unique_ptr<device_model::Device> make_device(const std::string& pres
 }
 
 /// Runs one program on core 0 with an in-memory trace and returns the summary.
-inline traces::Summary run_and_summarize(device_model::Device& dev, const device_model::Program& p) {
+inline traces::Summary run_and_summarize(device_model::Device& dev,
+                                         const device_model::Program& p) {
   traces::MemoryTraceSink sink;
   dev.set_trace_sink(&sink);
   dev.run(0, p);

@@ -160,7 +160,8 @@ TEST(TimeAccount, RuntimeAccountMatchesTheAccountOfTheTraceItRecords) {
     st.id = {device_model::EngineKind::kDma, q};
     st.instructions.push_back(device_model::isa::dma_copy(
         device_model::isa::sbuf_tile(device_model::DType::kFp32, 128, q * 2048u, 512),
-        device_model::isa::hbm_rows(device_model::DType::kFp32, buf + (uint64_t{q} << 18), 128, 512, 512)));
+        device_model::isa::hbm_rows(device_model::DType::kFp32, buf + (uint64_t{q} << 18), 128, 512,
+                                    512)));
     p.streams.push_back(std::move(st));
   }
   for (int i = 0; i < 5; ++i) {

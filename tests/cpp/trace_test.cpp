@@ -572,8 +572,9 @@ TEST(Trace, CounterSamplesAreInTimeOrderAcrossEngines) {
                            isa::sbuf(DType::kFp32, 0, 128, 65536, {{1, 8192}})));
   for (int i = 0; i < 4; ++i) {
     p.stream(kernels::kScalar)
-        .instructions.push_back(isa::activation(
-            isa::sbuf_tile(DType::kFp32, 128, 1024 + i * 64, 16), src, device_model::ActFunc::kExp));
+        .instructions.push_back(
+            isa::activation(isa::sbuf_tile(DType::kFp32, 128, 1024 + i * 64, 16), src,
+                            device_model::ActFunc::kExp));
   }
   traces::MemoryTraceSink sink;
   dev->set_trace_sink(&sink);

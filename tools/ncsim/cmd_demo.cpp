@@ -46,9 +46,9 @@ void add_demo_command(CLI::App& app) {
 
     // Runs a kernel; in full mode, checks its output against the host reference (lazily: the
     // reference reads the inputs).
-    auto run = [&](const device_model::Program& p, const char* what, uint64_t out, device_model::DType t,
-                   uint64_t count, const std::function<std::vector<double>()>& expected,
-                   double atol, double rtol) {
+    auto run = [&](const device_model::Program& p, const char* what, uint64_t out,
+                   device_model::DType t, uint64_t count,
+                   const std::function<std::vector<double>()>& expected, double atol, double rtol) {
       const auto r = dev.run(0, p);
       report += fmt::format("{}: {} instructions, {:.3f} us simulated\n", p.name,
                             p.instruction_count(), r.duration().us());

@@ -77,7 +77,8 @@ void add_kernel_command(CLI::App& app) {
     auto f = device_model::parse_act_func(a->epilogue);
     if (!f) throw device_model::Error("unknown activation '" + a->epilogue + "'");
     s.epilogue = *f;
-    const uint64_t es = device_model::dtype_size(s.in_dtype), oes = device_model::dtype_size(s.out_dtype);
+    const uint64_t es = device_model::dtype_size(s.in_dtype),
+                   oes = device_model::dtype_size(s.out_dtype);
     kernels::GemmAddresses ad;
     ad.a_t = 0;
     ad.b = align(ad.a_t + uint64_t{s.k} * s.m * es);

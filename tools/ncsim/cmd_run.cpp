@@ -23,7 +23,8 @@ void add_run_command(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   auto* cmd = app.add_subcommand("run", "run a program file on a simulated NeuronCore");
-  cmd->add_option("program", args->program, "program JSON (see device_model/docs/ISA.md)")->required();
+  cmd->add_option("program", args->program, "program JSON (see device_model/docs/ISA.md)")
+      ->required();
   args->device.add_to(*cmd);
   cmd->add_option("--trace", args->trace, "write a Chrome/Perfetto trace here");
   cmd->add_option("--summary-json", args->summary_json, "write the summary as JSON here");

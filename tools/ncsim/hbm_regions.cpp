@@ -40,7 +40,8 @@ std::vector<RegionIo> read_region_io(const nlohmann::json& program) {
   return out;
 }
 
-void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device_model::Device& dev) {
+void initialise_regions(const std::vector<RegionIo>& regions,
+                        neuronsim::device_model::Device& dev) {
   for (const auto& r : regions) {
     if (r.init.is_null()) continue;
     const std::string where = "hbm region '" + r.name + "' init";
@@ -71,14 +72,15 @@ void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device_
   }
 }
 
-std::string describe_outputs(const std::vector<RegionIo>& regions, neuronsim::device_model::Device& dev) {
+std::string describe_outputs(const std::vector<RegionIo>& regions,
+                             neuronsim::device_model::Device& dev) {
   std::string out;
   for (const auto& r : regions) {
     if (r.output_dtype.empty()) continue;
     auto t = neuronsim::device_model::parse_dtype(r.output_dtype);
     if (!t) throw ProgramFormatError("hbm region '" + r.name + "': unknown output dtype");
-    const auto v = neuronsim::reference::read_floats(dev.hbm_data() + r.offset, *t,
-                                                     r.bytes / neuronsim::device_model::dtype_size(*t));
+    const auto v = neuronsim::reference::read_floats(
+        dev.hbm_data() + r.offset, *t, r.bytes / neuronsim::device_model::dtype_size(*t));
     double sum = 0, sq = 0;
     for (float x : v) sum += x, sq += static_cast<double>(x) * x;
     out += fmt::format("output {:<10} {} x {}: sum {:.6g}, sum of squares {:.6g}\n", r.name,

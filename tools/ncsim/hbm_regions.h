@@ -20,6 +20,7 @@ struct RegionIo {
 std::vector<RegionIo> read_region_io(const nlohmann::json& program);
 void initialise_regions(const std::vector<RegionIo>& regions, neuronsim::device_model::Device& dev);
 /// One line per output region: element count, sum and sum of squares of its values.
-std::string describe_outputs(const std::vector<RegionIo>& regions, neuronsim::device_model::Device& dev);
+std::string describe_outputs(const std::vector<RegionIo>& regions,
+                             neuronsim::device_model::Device& dev);
 
 }  // namespace ncsim

@@ -8,8 +8,9 @@
 
 namespace neuronsim::kernels::compiler {
 
-device_model::Program build_attention_region(const LoweredGraph& g, const Op& op, const std::string& name,
-                                       const device_model::CoreParams& core) {
+device_model::Program build_attention_region(const LoweredGraph& g, const Op& op,
+                                             const std::string& name,
+                                             const device_model::CoreParams& core) {
   if (op.kind != Op::Kind::kAttention || op.inputs.size() < 3) {
     throw std::invalid_argument(name + ": not an attention op");
   }

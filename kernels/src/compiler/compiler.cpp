@@ -1,10 +1,10 @@
 #include "neuronsim/kernels/compiler/compiler.h"
 
+#include "graph_op_call.h"
 #include "neuronsim/kernels/compiler/attention_region.h"
 #include "neuronsim/kernels/compiler/group_program.h"
 #include "neuronsim/kernels/ops/op_rule.h"
 #include "neuronsim/kernels/ops/tensor_values.h"
-#include "graph_op_call.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -48,7 +48,8 @@ bool data_dependent_op(const std::string& op) {
   return ops.count(op) > 0;
 }
 
-device_model::CoreParams window_params(const device_model::CoreParams& core, uint32_t num, uint32_t den) {
+device_model::CoreParams window_params(const device_model::CoreParams& core, uint32_t num,
+                                       uint32_t den) {
   device_model::CoreParams w = core;
   w.sbuf.partition_bytes = core.sbuf.partition_bytes * num / den / 64 * 64;
   w.psum.banks = core.psum.banks * num / den;
@@ -115,8 +116,8 @@ struct KernelBuild {
 // reason, when the rule does not take the node's arguments or needs tensor values.
 std::optional<KernelBuild> build_kernel_node(const Graph& g, int n,
                                              const device_model::CoreParams& half,
-                                             const device_model::CoreParams& core,
-                                             std::string* why, bool* needs_values) {
+                                             const device_model::CoreParams& core, std::string* why,
+                                             bool* needs_values) {
   const Node& node = g.nodes().at(static_cast<size_t>(n));
   const ops::OpRule* rule = ops::find_op_rule(node.op);
   if (!rule || !rule->build) {
@@ -307,7 +308,8 @@ CompiledGraph compile_graph(const Graph& g, const device_model::CoreParams& core
         for (size_t i = 0; i < k.programs.size(); ++i) {
           Unit ku = u;
           ku.part.program = k.programs[i];
-          if (k.programs.size() > 1) ku.part.name += fmt::format(" ({}/{})", i + 1, k.programs.size());
+          if (k.programs.size() > 1)
+            ku.part.name += fmt::format(" ({}/{})", i + 1, k.programs.size());
           if (!k.whole_core) {
             ku.part.sbuf_base = window * half.sbuf.partition_bytes;
             ku.part.psum_base = window * half.psum.partition_bytes;
@@ -410,14 +412,15 @@ CompiledGraph compile_graph(const Graph& g, const device_model::CoreParams& core
     if (op.kind == Op::Kind::kKernel) {
       cg.node_class[n] = NodeClass::kKernel;
       cg.node_region[n] = r;
-      cg.node_reason[n] = "its op-library program inside the launch, built at compile time (" +
-                          op.reason + ")";
+      cg.node_reason[n] =
+          "its op-library program inside the launch, built at compile time (" + op.reason + ")";
     } else if (op.kind == Op::Kind::kOpaque && r < 0) {
       cg.node_class[n] = NodeClass::kCpu;
     } else if (op.kind == Op::Kind::kOpaque) {
       const Node& node = g.nodes()[n];
-      const bool native = node.device_kernel &&
-                          (needs_values[n] || (forced_reason[n].empty() && data_dependent_op(node.op)));
+      const bool native =
+          node.device_kernel &&
+          (needs_values[n] || (forced_reason[n].empty() && data_dependent_op(node.op)));
       cg.node_class[n] = native               ? NodeClass::kNative
                          : node.device_kernel ? NodeClass::kEager
                                               : NodeClass::kHost;

@@ -8,7 +8,7 @@
 namespace neuronsim::kernels::compiler {
 
 std::optional<device_model::Program> build_pointwise_program(const TileProgramSpec& spec,
-                                                       const device_model::CoreParams& core) {
+                                                             const device_model::CoreParams& core) {
   using Kind = TileInstr::Kind;
   for (const TileInstr& in : spec.instrs) {
     if (in.kind == Kind::kStep && in.space != Space::kFull) return std::nullopt;

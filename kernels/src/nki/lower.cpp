@@ -693,7 +693,8 @@ class Expander {
 
 }  // namespace
 
-device_model::Program lower(const Kernel& kernel, const device_model::CoreParams& core, LowerStats* stats) {
+device_model::Program lower(const Kernel& kernel, const device_model::CoreParams& core,
+                            LowerStats* stats) {
   LowerStats local;
   LowerStats& st = stats ? *stats : local;
   device_model::Program program;

@@ -25,8 +25,8 @@ double scale_of(const OpCall& call, int64_t head_dim) {
   return call.number("scale", 1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
-// neuronsim::sdpa (python/neuronsim/torch_compile/attention.py: what scaled_dot_product_attention and
-// the hand-written softmax(q @ k^T * scale) @ v become): one flash attention program.
+// neuronsim::sdpa (python/neuronsim/torch_compile/attention.py: what scaled_dot_product_attention
+// and the hand-written softmax(q @ k^T * scale) @ v become): one flash attention program.
 void lower_attention(Lowerer& l) {
   const int q = l.tensor("q"), k = l.tensor("k"), v = l.tensor("v");
   const int out = l.node().outputs.at(0);

@@ -142,9 +142,8 @@ Arg erfinv(Expr& e, Arg x) {
 
 void unary_act(std::vector<OpRule>& ops, const std::string& name, ActFunc f, float scale = 1.0f,
                float bias = 0.0f) {
-  reg(ops, name, [f, scale, bias](ExprOperands& o, Expr& e) {
-    return e.act(f, o.get("self"), scale, bias);
-  });
+  reg(ops, name,
+      [f, scale, bias](ExprOperands& o, Expr& e) { return e.act(f, o.get("self"), scale, bias); });
 }
 
 void binary_alu(std::vector<OpRule>& ops, const std::string& name, AluOp op) {
@@ -208,9 +207,8 @@ std::vector<OpRule> elementwise_expression_rules() {
   reg(ops, "aten::neg", [](ExprOperands& o, Expr& e) {
     return e.alu(AluOp::kMultiply, o.get("self"), Arg::constant(-1));
   });
-  reg(ops, "aten::relu", [](ExprOperands& o, Expr& e) {
-    return e.alu(AluOp::kMax, o.get("self"), Arg::constant(0));
-  });
+  reg(ops, "aten::relu",
+      [](ExprOperands& o, Expr& e) { return e.alu(AluOp::kMax, o.get("self"), Arg::constant(0)); });
   reg(ops, "aten::logical_not", [](ExprOperands& o, Expr& e) {
     return e.alu(AluOp::kIsEqual, o.get("self"), Arg::constant(0));
   });
@@ -378,12 +376,10 @@ std::vector<OpRule> elementwise_expression_rules() {
     if (x.kind == Arg::kInput) x = e.alu(AluOp::kBypass, x, Arg::constant(0));
     return x;
   });
-  reg(ops, "aten::clamp_min", [](ExprOperands& o, Expr& e) {
-    return e.alu(AluOp::kMax, o.get("self"), o.get("min"));
-  });
-  reg(ops, "aten::clamp_max", [](ExprOperands& o, Expr& e) {
-    return e.alu(AluOp::kMin, o.get("self"), o.get("max"));
-  });
+  reg(ops, "aten::clamp_min",
+      [](ExprOperands& o, Expr& e) { return e.alu(AluOp::kMax, o.get("self"), o.get("min")); });
+  reg(ops, "aten::clamp_max",
+      [](ExprOperands& o, Expr& e) { return e.alu(AluOp::kMin, o.get("self"), o.get("max")); });
   reg(ops, "aten::hardtanh", [](ExprOperands& o, Expr& e) {
     return e.alu(AluOp::kMin, e.alu(AluOp::kMax, o.get("self"), o.get("min_val")),
                  o.get("max_val"));

@@ -60,9 +60,7 @@ class FusedStep {
     for (auto& g : groups_) g.scalars.push_back(t.desc);
     return MtArg::scalar(static_cast<int>(n_ ? groups_[0].scalars.size() - 1 : 0));
   }
-  float num(const std::string& name) const {
-    return static_cast<float>(call_.number(name, 0.0));
-  }
+  float num(const std::string& name) const { return static_cast<float>(call_.number(name, 0.0)); }
   bool flag(const std::string& name) const {
     return call_.kind(name) == ArgKind::kBool && call_.boolean(name, false);
   }

@@ -110,9 +110,10 @@ std::vector<OpRule> indexing_rules() {
                                                 : Positions::of(src.sizes());
           // scatter.reduce: "add" accumulates, "multiply" multiplies in.
           const std::string reduce = call.str("reduce");
-          return indexed(call, src, src_pos.values, out, dst.values, acc || !reduce.empty(),
-                         from ? &*from : nullptr, 1.0f,
-                         reduce == "multiply" ? device_model::AluOp::kMultiply : device_model::AluOp::kAdd);
+          return indexed(
+              call, src, src_pos.values, out, dst.values, acc || !reduce.empty(),
+              from ? &*from : nullptr, 1.0f,
+              reduce == "multiply" ? device_model::AluOp::kMultiply : device_model::AluOp::kAdd);
         },
         // scatter.value_reduce (a value combined in) has no program: CPU fallback.
         [](const OpCall& call) { return call.in_schema("src") || call.str("reduce").empty(); }));

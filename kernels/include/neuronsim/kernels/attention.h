@@ -31,8 +31,10 @@ struct AttentionSpec {
 /// accumulators are fp32. Throws std::invalid_argument naming a bad shape, dtype or scale and
 /// std::length_error when one batch's K^T and V do not fit SBUF.
 device_model::Program build_flash_attention(const std::string& name, const TensorDesc& q,
-                                      const TensorDesc& k, const TensorDesc& v, const TensorDesc& o,
-                                      const std::optional<TensorDesc>& mask,
-                                      const AttentionSpec& spec, const device_model::CoreParams& core);
+                                            const TensorDesc& k, const TensorDesc& v,
+                                            const TensorDesc& o,
+                                            const std::optional<TensorDesc>& mask,
+                                            const AttentionSpec& spec,
+                                            const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -23,7 +23,7 @@ struct BatchNormIo {
   float momentum = 0.1f, eps = 1e-5f;
 };
 device_model::Program build_batch_norm(const std::string& name, const BatchNormIo& io,
-                                 const device_model::CoreParams& core);
+                                       const device_model::CoreParams& core);
 
 /// Training: mean/invstd are save_mean/save_invstd. Eval: running_mean and running_var (invstd
 /// = 1 / sqrt(running_var + eps)).
@@ -34,8 +34,9 @@ struct BatchNormBackwardIo {
   bool training = true;
   float eps = 1e-5f;
 };
-device_model::Program build_batch_norm_backward(const std::string& name, const BatchNormBackwardIo& io,
-                                          const device_model::CoreParams& core);
+device_model::Program build_batch_norm_backward(const std::string& name,
+                                                const BatchNormBackwardIo& io,
+                                                const device_model::CoreParams& core);
 
 /// nn.SyncBatchNorm's ops, which PyTorch implements for CUDA only (batch_norm_stats,
 /// batch_norm_gather_stats_with_counts, batch_norm_elemt, batch_norm_backward_reduce,
@@ -49,7 +50,7 @@ struct BatchNormStatsIo {
   float eps = 1e-5f;
 };
 device_model::Program build_batch_norm_stats(const std::string& name, const BatchNormStatsIo& io,
-                                       const device_model::CoreParams& core);
+                                             const device_model::CoreParams& core);
 
 /// W ranks' statistics ([W, C] mean and invstd, [W] element counts) combined per channel into
 /// the global mean and invstd; the running statistics (unbiased variance) updated when given.
@@ -59,8 +60,8 @@ struct BatchNormGatherStatsIo {
   float momentum = 0.1f, eps = 1e-5f;
 };
 device_model::Program build_batch_norm_gather_stats(const std::string& name,
-                                              const BatchNormGatherStatsIo& io,
-                                              const device_model::CoreParams& core);
+                                                    const BatchNormGatherStatsIo& io,
+                                                    const device_model::CoreParams& core);
 
 /// out = (x - mean) * invstd * weight + bias with given [C] statistics.
 struct BatchNormElemtIo {
@@ -68,7 +69,7 @@ struct BatchNormElemtIo {
   std::optional<TensorDesc> weight, bias;
 };
 device_model::Program build_batch_norm_elemt(const std::string& name, const BatchNormElemtIo& io,
-                                       const device_model::CoreParams& core);
+                                             const device_model::CoreParams& core);
 
 /// Per channel sum(g) and sum(g * (x - mean)) (this rank's part, written when given), and from
 /// them grad_weight = sum(g * (x - mean)) * invstd and grad_bias = sum(g).
@@ -77,8 +78,8 @@ struct BatchNormBackwardReduceIo {
   std::optional<TensorDesc> sum_dy, sum_dy_xmu, grad_weight, grad_bias;
 };
 device_model::Program build_batch_norm_backward_reduce(const std::string& name,
-                                                 const BatchNormBackwardReduceIo& io,
-                                                 const device_model::CoreParams& core);
+                                                       const BatchNormBackwardReduceIo& io,
+                                                       const device_model::CoreParams& core);
 
 /// grad_in = (g - sum_dy / N - (x - mean) * invstd^2 * sum_dy_xmu / N) * invstd * weight from
 /// the all-reduced sums; N (`count`, every rank's elements per channel) is an immediate.
@@ -88,7 +89,7 @@ struct BatchNormBackwardElemtIo {
   float count = 1.0f;
 };
 device_model::Program build_batch_norm_backward_elemt(const std::string& name,
-                                                const BatchNormBackwardElemtIo& io,
-                                                const device_model::CoreParams& core);
+                                                      const BatchNormBackwardElemtIo& io,
+                                                      const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

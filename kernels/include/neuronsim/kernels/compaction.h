@@ -21,13 +21,15 @@ namespace neuronsim::kernels {
 
 /// Counts the nonzero elements of `in` into `count` (one int32).
 device_model::Program build_count_nonzero(const std::string& name, const TensorDesc& in,
-                                    const TensorDesc& count, const device_model::CoreParams& core);
+                                          const TensorDesc& count,
+                                          const device_model::CoreParams& core);
 
 /// Writes the coordinates of the elements at the row-major flat positions `positions` of a tensor
 /// of shape `sizes` as rows of `out` ([positions.size() or more, sizes.size()]); rows past them
 /// are filled with `fill` (nonzero_static's padding).
 device_model::Program build_coordinates(const std::string& name, const std::vector<int64_t>& sizes,
-                                  const std::vector<int64_t>& positions, const TensorDesc& out,
-                                  float fill, const device_model::CoreParams& core);
+                                        const std::vector<int64_t>& positions,
+                                        const TensorDesc& out, float fill,
+                                        const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -36,9 +36,10 @@ struct ConvSpec {
 /// ([C_in, C_out / groups, *k] when transposed), bias [C_out], out [N, C_out, *spatial_out].
 /// Throws std::invalid_argument on inconsistent shapes or a band that cannot fit SBUF.
 device_model::Program build_convolution(const std::string& name, const TensorDesc& input,
-                                  const TensorDesc& weight, const std::optional<TensorDesc>& bias,
-                                  const TensorDesc& out, const ConvSpec& spec,
-                                  const device_model::CoreParams& core);
+                                        const TensorDesc& weight,
+                                        const std::optional<TensorDesc>& bias,
+                                        const TensorDesc& out, const ConvSpec& spec,
+                                        const device_model::CoreParams& core);
 
 struct ConvBackwardIo {
   TensorDesc grad_out, input, weight;
@@ -47,15 +48,15 @@ struct ConvBackwardIo {
 
 /// convolution_backward: one program per requested gradient (input, weight, bias).
 std::vector<device_model::Program> build_convolution_backward(const std::string& name,
-                                                        const ConvBackwardIo& io,
-                                                        const ConvSpec& spec,
-                                                        const device_model::CoreParams& core);
+                                                              const ConvBackwardIo& io,
+                                                              const ConvSpec& spec,
+                                                              const device_model::CoreParams& core);
 
 /// Whether the programs above can tile this convolution (forward, input and weight gradients:
 /// their weights and a one-row, column-tiled band fit SBUF); sizes as PyTorch gives them
 /// (input, weight, output).
 bool convolution_fits(const std::vector<int64_t>& input, const std::vector<int64_t>& weight,
-                      const std::vector<int64_t>& out, const ConvSpec& spec, device_model::DType dtype,
-                      const device_model::CoreParams& core);
+                      const std::vector<int64_t>& out, const ConvSpec& spec,
+                      device_model::DType dtype, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -30,6 +30,6 @@ struct GemmAddresses {
 
 /// Throws std::invalid_argument for shapes the tiling cannot hold in SBUF.
 device_model::Program build_gemm(const GemmSpec& spec, const GemmAddresses& addr,
-                           const device_model::CoreParams& core);
+                                 const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

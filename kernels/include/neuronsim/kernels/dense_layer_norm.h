@@ -19,6 +19,6 @@ struct LayerNormAddresses {
 };
 
 device_model::Program build_layernorm(const LayerNormSpec& spec, const LayerNormAddresses& addr,
-                                const device_model::CoreParams& core);
+                                      const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -16,8 +16,9 @@
 namespace neuronsim::kernels {
 
 /// out (one element) = scale * sum over the broadcast shape of `inputs` of expr's last step.
-device_model::Program build_expression_sum(const std::string& name, const std::vector<TensorDesc>& inputs,
-                                     const Expr& expr, const TensorDesc& out, float scale,
-                                     const device_model::CoreParams& core);
+device_model::Program build_expression_sum(const std::string& name,
+                                           const std::vector<TensorDesc>& inputs, const Expr& expr,
+                                           const TensorDesc& out, float scale,
+                                           const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -31,7 +31,7 @@ struct GroupNormIo {
   float eps = 1e-5f;
 };
 device_model::Program build_group_norm(const std::string& name, const GroupNormIo& io,
-                                 const device_model::CoreParams& core);
+                                       const device_model::CoreParams& core);
 
 /// grad_out/in/grad_in contiguous like the forward's input; mean/rstd [N, G].
 struct GroupNormBackwardIo {
@@ -39,8 +39,9 @@ struct GroupNormBackwardIo {
   std::optional<TensorDesc> weight, grad_in, grad_weight, grad_bias;
   GroupNormShape shape;
 };
-device_model::Program build_group_norm_backward(const std::string& name, const GroupNormBackwardIo& io,
-                                          const device_model::CoreParams& core);
+device_model::Program build_group_norm_backward(const std::string& name,
+                                                const GroupNormBackwardIo& io,
+                                                const device_model::CoreParams& core);
 
 /// Whether the kernels take this shape: at most one partition tile of groups, C divisible by
 /// G, and the per-channel columns of a tile fit beside the streamed chunks.

@@ -23,7 +23,7 @@ struct HistogramSpec {
 
 /// `out` holds `bins` elements (contiguous).
 device_model::Program build_histogram(const std::string& name, const TensorDesc& in,
-                                const TensorDesc& out, const HistogramSpec& spec,
-                                const device_model::CoreParams& core);
+                                      const TensorDesc& out, const HistogramSpec& spec,
+                                      const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

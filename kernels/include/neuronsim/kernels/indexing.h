@@ -18,15 +18,15 @@ namespace neuronsim::kernels {
 /// `combine` (src[src_pos[i]] * scale) (index_add's alpha, scatter's reduce="multiply"):
 /// positions are logical row-major element indices into each tensor's shape.
 device_model::Program build_indexed_copy(const std::string& name, const TensorDesc& src,
-                                   const std::vector<int64_t>& src_pos, const TensorDesc& dst,
-                                   const std::vector<int64_t>& dst_pos, bool accumulate,
-                                   const device_model::CoreParams& core, float scale = 1.0f,
-                                   device_model::AluOp combine = device_model::AluOp::kAdd);
+                                         const std::vector<int64_t>& src_pos, const TensorDesc& dst,
+                                         const std::vector<int64_t>& dst_pos, bool accumulate,
+                                         const device_model::CoreParams& core, float scale = 1.0f,
+                                         device_model::AluOp combine = device_model::AluOp::kAdd);
 
 /// dst[dst_pos[i]] = value: a memset in SBUF, then one DMA per contiguous run.
 device_model::Program build_indexed_fill(const std::string& name, const TensorDesc& dst,
-                                   const std::vector<int64_t>& dst_pos, float value,
-                                   const device_model::CoreParams& core);
+                                         const std::vector<int64_t>& dst_pos, float value,
+                                         const device_model::CoreParams& core);
 
 /// Memory offset (elements) of a logical row-major position.
 int64_t element_offset(const TensorDesc& t, int64_t position);

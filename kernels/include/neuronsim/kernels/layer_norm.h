@@ -19,14 +19,15 @@ struct LayerNormIo {
   float eps = 1e-5f;
 };
 device_model::Program build_layer_norm(const std::string& name, const LayerNormIo& io,
-                                 const device_model::CoreParams& core);
+                                       const device_model::CoreParams& core);
 
 struct LayerNormBackwardIo {
   TensorDesc grad_out, in, mean, rstd;
   std::optional<TensorDesc> weight, grad_in, grad_weight, grad_bias;
   int64_t normalized_dims = 1;
 };
-device_model::Program build_layer_norm_backward(const std::string& name, const LayerNormBackwardIo& io,
-                                          const device_model::CoreParams& core);
+device_model::Program build_layer_norm_backward(const std::string& name,
+                                                const LayerNormBackwardIo& io,
+                                                const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

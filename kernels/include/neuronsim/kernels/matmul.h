@@ -27,8 +27,9 @@ struct MatmulSpec {
 
 /// a: [..., M, K], b: [..., K, N], c: [..., M, N] with equal batch dims (a or b may have
 /// batch stride 0); bias broadcastable to c. Throws std::invalid_argument on mismatched shapes.
-device_model::Program build_matmul(const std::string& name, const TensorDesc& a, const TensorDesc& b,
-                             const TensorDesc& c, const std::optional<TensorDesc>& bias,
-                             const MatmulSpec& spec, const device_model::CoreParams& core);
+device_model::Program build_matmul(const std::string& name, const TensorDesc& a,
+                                   const TensorDesc& b, const TensorDesc& c,
+                                   const std::optional<TensorDesc>& bias, const MatmulSpec& spec,
+                                   const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -11,7 +11,7 @@ namespace neuronsim::kernels {
 
 /// out (one element) = scale * sum over `sizes` of (a - b)^2.
 device_model::Program build_squared_error_sum(const std::string& name, const TensorDesc& a,
-                                        const TensorDesc& b, const TensorDesc& out, float scale,
-                                        const device_model::CoreParams& core);
+                                              const TensorDesc& b, const TensorDesc& out,
+                                              float scale, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

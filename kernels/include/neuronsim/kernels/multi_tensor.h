@@ -82,7 +82,8 @@ struct MtGroup {
 
 /// Throws std::invalid_argument for an expression that mixes per-element values with reduction
 /// results, or operands a group lacks.
-device_model::Program build_multi_tensor(const std::string& name, const std::vector<MtGroup>& groups,
-                                   const MtExpr& expr, const device_model::CoreParams& core);
+device_model::Program build_multi_tensor(const std::string& name,
+                                         const std::vector<MtGroup>& groups, const MtExpr& expr,
+                                         const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -25,16 +25,18 @@ struct NllLossSpec {
 /// or the mean: sum / total_weight, NaN when every row is ignored); `total_weight` (one element)
 /// is the sum of the picked weights, or 0 for a per-row output (as the CPU kernel writes).
 device_model::Program build_nll_loss(const std::string& name, const TensorDesc& self,
-                               const TensorDesc* weight, const TensorDesc& out,
-                               const TensorDesc& total_weight, const NllLossSpec& spec,
-                               const device_model::CoreParams& core);
+                                     const TensorDesc* weight, const TensorDesc& out,
+                                     const TensorDesc& total_weight, const NllLossSpec& spec,
+                                     const device_model::CoreParams& core);
 
 /// Backward into a grad_input already zeroed: grad_input[self_pos[i]] = -w[i] * g, where g is
 /// grad_output[i] (per-row grad_output, reduction none with a batch) or the one grad_output
 /// element, divided by total_weight for the mean.
-device_model::Program build_nll_loss_backward(const std::string& name, const TensorDesc& grad_output,
-                                        const TensorDesc* weight, const TensorDesc& total_weight,
-                                        const TensorDesc& grad_input, const NllLossSpec& spec,
-                                        const device_model::CoreParams& core);
+device_model::Program build_nll_loss_backward(const std::string& name,
+                                              const TensorDesc& grad_output,
+                                              const TensorDesc* weight,
+                                              const TensorDesc& total_weight,
+                                              const TensorDesc& grad_input, const NllLossSpec& spec,
+                                              const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

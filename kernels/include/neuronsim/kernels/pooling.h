@@ -28,14 +28,14 @@ struct PoolSpec {
 
 /// out (and, for max, indices: the flat index into the pooled dims of the input) from input.
 device_model::Program build_pooling(const std::string& name, const TensorDesc& input,
-                              const TensorDesc& out, const std::optional<TensorDesc>& indices,
-                              const PoolSpec& spec, const device_model::CoreParams& core);
+                                    const TensorDesc& out, const std::optional<TensorDesc>& indices,
+                                    const PoolSpec& spec, const device_model::CoreParams& core);
 
 /// grad_input from grad_out (and, for max, the saved indices).
 device_model::Program build_pooling_backward(const std::string& name, const TensorDesc& grad_out,
-                                       const std::optional<TensorDesc>& indices,
-                                       const TensorDesc& grad_input, const PoolSpec& spec,
-                                       const device_model::CoreParams& core);
+                                             const std::optional<TensorDesc>& indices,
+                                             const TensorDesc& grad_input, const PoolSpec& spec,
+                                             const device_model::CoreParams& core);
 
 /// Whether one image's padded input (per channel) fits SBUF for the backward, and the forward
 /// can tile it; sizes as PyTorch gives them.

@@ -26,7 +26,7 @@ struct RandomSpec {
 };
 
 /// Element i (row-major over out) draws stream word i; exact for contiguous outputs.
-device_model::Program build_random(const std::string& name, const TensorDesc& out, const RandomSpec& spec,
-                             const device_model::CoreParams& core);
+device_model::Program build_random(const std::string& name, const TensorDesc& out,
+                                   const RandomSpec& spec, const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

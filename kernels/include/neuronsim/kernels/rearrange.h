@@ -13,13 +13,15 @@
 namespace neuronsim::kernels {
 
 /// out = in reversed along `dims` (same sizes).
-device_model::Program build_flip(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                           const std::vector<int64_t>& dims, const device_model::CoreParams& core);
+device_model::Program build_flip(const std::string& name, const TensorDesc& in,
+                                 const TensorDesc& out, const std::vector<int64_t>& dims,
+                                 const device_model::CoreParams& core);
 
 /// out = in rotated by shifts[k] along dims[k] (out[(i + s) mod n] = in[i]); one block copy per
 /// combination of the two halves of every rolled dim.
-device_model::Program build_roll(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                           const std::vector<int64_t>& shifts, const std::vector<int64_t>& dims,
-                           const device_model::CoreParams& core);
+device_model::Program build_roll(const std::string& name, const TensorDesc& in,
+                                 const TensorDesc& out, const std::vector<int64_t>& shifts,
+                                 const std::vector<int64_t>& dims,
+                                 const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -24,7 +24,7 @@ struct LstmCellIo {
   TensorDesc hy, cy, workspace;
 };
 device_model::Program build_lstm_cell(const std::string& name, const LstmCellIo& io,
-                                const device_model::CoreParams& core);
+                                      const device_model::CoreParams& core);
 
 /// grad_hy/grad_cy [B, H] (at least one); grad_gates [B, 4H], grad_cx [B, H]; grad_bias [4H]
 /// (the column sum of grad_gates) when given.
@@ -35,8 +35,8 @@ struct LstmCellBackwardIo {
   std::optional<TensorDesc> grad_bias;
 };
 std::vector<device_model::Program> build_lstm_cell_backward(const std::string& name,
-                                                      const LstmCellBackwardIo& io,
-                                                      const device_model::CoreParams& core);
+                                                            const LstmCellBackwardIo& io,
+                                                            const device_model::CoreParams& core);
 
 /// Gates [B, 3H] (reset, update, new); hx, hy [B, H]; workspace [B, 5H] receives (reset,
 /// update, new, hx, hidden new-gate projection with its bias), as CUDA's kernel lays it out.
@@ -46,7 +46,7 @@ struct GruCellIo {
   TensorDesc hy, workspace;
 };
 device_model::Program build_gru_cell(const std::string& name, const GruCellIo& io,
-                               const device_model::CoreParams& core);
+                                     const device_model::CoreParams& core);
 
 /// grad_hy [B, H], workspace [B, 5H]; grad_input_gates/grad_hidden_gates [B, 3H], grad_hx
 /// [B, H]; the bias gradients [3H] are their column sums when given.
@@ -56,7 +56,7 @@ struct GruCellBackwardIo {
   std::optional<TensorDesc> grad_input_bias, grad_hidden_bias;
 };
 std::vector<device_model::Program> build_gru_cell_backward(const std::string& name,
-                                                     const GruCellBackwardIo& io,
-                                                     const device_model::CoreParams& core);
+                                                           const GruCellBackwardIo& io,
+                                                           const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -15,7 +15,8 @@
 namespace neuronsim::kernels {
 
 /// `out` holds the kept dims in order (reduced dims removed or of size 1).
-device_model::Program build_reduce(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                             const ReduceSpec& spec, const device_model::CoreParams& core);
+device_model::Program build_reduce(const std::string& name, const TensorDesc& in,
+                                   const TensorDesc& out, const ReduceSpec& spec,
+                                   const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

@@ -34,7 +34,7 @@ RowLayout row_layout(const std::vector<int64_t>& sizes,
 uint32_t row_chunk(const device_model::CoreParams& core, uint32_t buffers, int64_t cols);
 
 /// An HBM access pattern for [rows, count] columns starting at column c0 of operand k.
-device_model::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile, size_t k,
-                             int64_t c0, uint32_t count);
+device_model::AccessPattern row_ap(const TensorDesc& t, const RowLayout& l, const RowTile& tile,
+                                   size_t k, int64_t c0, uint32_t count);
 
 }  // namespace neuronsim::kernels

@@ -16,6 +16,6 @@ namespace neuronsim::kernels {
 /// `addr.c` receives C^T [n, m]; spec.bias and spec.epilogue are not supported (plain C = AB).
 /// Throws std::invalid_argument when a row of A^T does not fit in SBUF.
 device_model::Program build_gemm_weight_stationary(const GemmSpec& spec, const GemmAddresses& addr,
-                                             const device_model::CoreParams& core);
+                                                   const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

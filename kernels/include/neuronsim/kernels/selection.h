@@ -34,16 +34,17 @@ std::optional<RowView> row_view(const TensorDesc& t, int64_t dim);
 /// The k largest (or smallest) elements of each row of `in` along `dim`, sorted, into `values`
 /// and `indices` (the same dim, of size k). Throws std::invalid_argument for layouts row_view
 /// rejects or k > n.
-device_model::Program build_topk(const std::string& name, const TensorDesc& in, const TensorDesc& values,
-                           const TensorDesc& indices, int64_t dim, int64_t k, bool largest,
-                           const device_model::CoreParams& core);
+device_model::Program build_topk(const std::string& name, const TensorDesc& in,
+                                 const TensorDesc& values, const TensorDesc& indices, int64_t dim,
+                                 int64_t k, bool largest, const device_model::CoreParams& core);
 
 /// topk over rows spread across partitions (few long rows, e.g. sampling over a vocab row): the
 /// k extreme elements in order, equal values lower index first, NaN largest (as PyTorch).
 /// Throws std::invalid_argument when long_topk_fits is false.
 device_model::Program build_topk_long(const std::string& name, const TensorDesc& in,
-                                const TensorDesc& values, const TensorDesc& indices, int64_t dim,
-                                int64_t k, bool largest, const device_model::CoreParams& core);
+                                      const TensorDesc& values, const TensorDesc& indices,
+                                      int64_t dim, int64_t k, bool largest,
+                                      const device_model::CoreParams& core);
 /// The largest k build_topk_long takes.
 inline constexpr int64_t kMaxLongTopk = 1024;
 /// build_topk_long takes rows of n with this k (SBUF holds a row's chunk and candidates).
@@ -61,13 +62,15 @@ double long_sort_cycles(int64_t rows, int64_t n, const device_model::CoreParams&
 /// `values` and `indices` (same shape as `in`) by a bitonic network over the row spread across
 /// partitions. Throws std::invalid_argument for rows longer than max_long_sort_length.
 device_model::Program build_sort_long(const std::string& name, const TensorDesc& in,
-                                const TensorDesc& values, const TensorDesc& indices, int64_t dim,
-                                bool descending, const device_model::CoreParams& core);
+                                      const TensorDesc& values, const TensorDesc& indices,
+                                      int64_t dim, bool descending,
+                                      const device_model::CoreParams& core);
 int64_t max_long_sort_length(const device_model::CoreParams& core);
 
 /// Inclusive scan of `in` along `dim` into `out` (same shape): sum (cumsum) or product (cumprod).
-device_model::Program build_scan(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                           int64_t dim, bool product, const device_model::CoreParams& core);
+device_model::Program build_scan(const std::string& name, const TensorDesc& in,
+                                 const TensorDesc& out, int64_t dim, bool product,
+                                 const device_model::CoreParams& core);
 
 /// Inclusive scan of long float rows (build_scan's result) with the row spread over all
 /// partitions: each partition scans its chunk (Hillis-Steele, log2 of the chunk steps), the
@@ -75,8 +78,8 @@ device_model::Program build_scan(const std::string& name, const TensorDesc& in, 
 /// summation order differs from a sequential scan (fp32 rounding). Throws
 /// std::invalid_argument for integer data or rows over max_long_scan_length.
 device_model::Program build_scan_long(const std::string& name, const TensorDesc& in,
-                                const TensorDesc& out, int64_t dim, bool product,
-                                const device_model::CoreParams& core);
+                                      const TensorDesc& out, int64_t dim, bool product,
+                                      const device_model::CoreParams& core);
 int64_t max_long_scan_length(const device_model::CoreParams& core);
 
 /// The largest n each kernel takes: the row and its work buffers stay in SBUF.

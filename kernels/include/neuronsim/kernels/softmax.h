@@ -9,12 +9,14 @@
 
 namespace neuronsim::kernels {
 
-device_model::Program build_softmax(const std::string& name, const TensorDesc& in, const TensorDesc& out,
-                              int64_t dim, bool log, const device_model::CoreParams& core);
+device_model::Program build_softmax(const std::string& name, const TensorDesc& in,
+                                    const TensorDesc& out, int64_t dim, bool log,
+                                    const device_model::CoreParams& core);
 
 /// softmax: grad_in = y * (g - sum(g * y)); log_softmax: grad_in = g - exp(y) * sum(g).
 device_model::Program build_softmax_backward(const std::string& name, const TensorDesc& grad_out,
-                                       const TensorDesc& output, const TensorDesc& grad_in,
-                                       int64_t dim, bool log, const device_model::CoreParams& core);
+                                             const TensorDesc& output, const TensorDesc& grad_in,
+                                             int64_t dim, bool log,
+                                             const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels

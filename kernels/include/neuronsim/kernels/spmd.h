@@ -1,7 +1,7 @@
 #pragma once
 // Kernels over a logical NeuronCore of several physical cores (trn2 LNC=2; Note [LNC launch] in
-// neuronsim/device_model/device.h), as NKI launches `kernel[2](...)`: the work is split into disjoint
-// parts, part p is the single-core kernel over its slice of the tensors, and the parts are
+// neuronsim/device_model/device.h), as NKI launches `kernel[2](...)`: the work is split into
+// disjoint parts, part p is the single-core kernel over its slice of the tensors, and the parts are
 // joined into one launch whose program instance p (nl.program_id() == p) runs on physical core
 // p. Every output element is computed by exactly the instructions the single-core kernel would
 // use for it, so values do not depend on the grid.
@@ -28,7 +28,8 @@ std::vector<std::pair<int64_t, int64_t>> split_range(int64_t units, uint32_t par
 
 /// One launch of grid parts.size(): part p's streams become program instance p (StreamId::pcore),
 /// its HBM regions and sections are kept. A single part is returned as it is.
-device_model::Program join_instances(const std::string& name, std::vector<device_model::Program> parts);
+device_model::Program join_instances(const std::string& name,
+                                     std::vector<device_model::Program> parts);
 
 /// nisa.core_barrier: appends to stream `at` of every program instance of `p` (grid > 1) a
 /// signal to each other instance and a wait for all of theirs, on a semaphore no instruction of
@@ -38,38 +39,41 @@ void core_barrier(device_model::Program& p, device_model::StreamId at, uint32_t 
 
 /// build_matmul over `grid` physical cores: M split into 128-row blocks when it has two or
 /// more, else N into 512-column blocks, else the batch; grid 1 or too little work: one core.
-device_model::Program build_matmul_grid(const std::string& name, const TensorDesc& a, const TensorDesc& b,
-                                  const TensorDesc& c, const std::optional<TensorDesc>& bias,
-                                  const MatmulSpec& spec, const device_model::CoreParams& core,
-                                  uint32_t grid);
+device_model::Program build_matmul_grid(const std::string& name, const TensorDesc& a,
+                                        const TensorDesc& b, const TensorDesc& c,
+                                        const std::optional<TensorDesc>& bias,
+                                        const MatmulSpec& spec,
+                                        const device_model::CoreParams& core, uint32_t grid);
 
 /// build_elementwise over `grid` physical cores: the output's outermost dim (largest stride)
 /// split, inputs sliced alike (broadcast dims kept); small outputs stay on one core.
 device_model::Program build_elementwise_grid(const std::string& name,
-                                       const std::vector<TensorDesc>& inputs, const TensorDesc& out,
-                                       const Expr& expr, const device_model::CoreParams& core,
-                                       uint32_t grid);
+                                             const std::vector<TensorDesc>& inputs,
+                                             const TensorDesc& out, const Expr& expr,
+                                             const device_model::CoreParams& core, uint32_t grid);
 
 /// Row kernels over `grid` physical cores: the tensors split along a dim the op keeps (for a
 /// reduction a kept dim, for softmax any dim but `dim`, for layer norm a leading row dim), the
 /// outermost in memory with at least `grid` indices; small tensors stay on one core.
 device_model::Program build_reduce_grid(const std::string& name, const TensorDesc& in,
-                                  const TensorDesc& out, const ReduceSpec& spec,
-                                  const device_model::CoreParams& core, uint32_t grid);
+                                        const TensorDesc& out, const ReduceSpec& spec,
+                                        const device_model::CoreParams& core, uint32_t grid);
 device_model::Program build_softmax_grid(const std::string& name, const TensorDesc& in,
-                                   const TensorDesc& out, int64_t dim, bool log,
-                                   const device_model::CoreParams& core, uint32_t grid);
-device_model::Program build_softmax_backward_grid(const std::string& name, const TensorDesc& grad_out,
-                                            const TensorDesc& output, const TensorDesc& grad_in,
-                                            int64_t dim, bool log, const device_model::CoreParams& core,
-                                            uint32_t grid);
+                                         const TensorDesc& out, int64_t dim, bool log,
+                                         const device_model::CoreParams& core, uint32_t grid);
+device_model::Program build_softmax_backward_grid(const std::string& name,
+                                                  const TensorDesc& grad_out,
+                                                  const TensorDesc& output,
+                                                  const TensorDesc& grad_in, int64_t dim, bool log,
+                                                  const device_model::CoreParams& core,
+                                                  uint32_t grid);
 device_model::Program build_layer_norm_grid(const std::string& name, const LayerNormIo& io,
-                                      const device_model::CoreParams& core, uint32_t grid);
+                                            const device_model::CoreParams& core, uint32_t grid);
 
 /// build_copy over `grid` physical cores, split as build_elementwise_grid splits.
 device_model::Program build_copy_grid(const std::string& name, const TensorDesc& in,
-                                const TensorDesc& out, const device_model::CoreParams& core,
-                                uint32_t grid);
+                                      const TensorDesc& out, const device_model::CoreParams& core,
+                                      uint32_t grid);
 
 /// Elements an elementwise part must have at least for a split to pay (each core then moves a
 /// few full 128-partition tiles; below that DMA latency, not bandwidth, sets the time).

@@ -21,8 +21,8 @@ class SyncedBuilder {
   /// A new hazard-tracked resource (an SBUF tile or a PSUM bank region).
   Buffer buffer();
   /// Emits `in` on `s` after the writes it reads and the accesses it overwrites.
-  void emit(device_model::StreamId s, const device_model::Instruction& in, const std::vector<Buffer>& reads,
-            const std::vector<Buffer>& writes);
+  void emit(device_model::StreamId s, const device_model::Instruction& in,
+            const std::vector<Buffer>& reads, const std::vector<Buffer>& writes);
   /// Marks `s` now: a later wait for what it has emitted so far need not wait for what it
   /// emits next (marks are otherwise placed when a wait needs one, covering all emitted work,
   /// which is too late when a stream's later work was emitted in between).

@@ -31,6 +31,7 @@ std::vector<int64_t> broadcast_strides(const TensorDesc& t, const std::vector<in
 /// An HBM access pattern over `t`'s memory: `partitions` rows `partition_stride` elements apart,
 /// the first at element `offset`, each row walking the free dims `dims` (element strides).
 device_model::AccessPattern hbm_ap(const TensorDesc& t, int64_t offset, uint32_t partitions,
-                             int64_t partition_stride, std::initializer_list<device_model::Dim> dims);
+                                   int64_t partition_stride,
+                                   std::initializer_list<device_model::Dim> dims);
 
 }  // namespace neuronsim::kernels

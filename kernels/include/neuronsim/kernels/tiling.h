@@ -63,7 +63,7 @@ std::vector<Tile> make_transpose_tiles(const std::vector<int64_t>& sizes,
 /// (reads_transposed) as rows along the tile's free dim, each a contiguous run of the input:
 /// [free_sizes[0] partitions, t.partitions elements], ready for a TensorE transpose.
 device_model::AccessPattern transposed_rows_ap(const TensorDesc& t, const Tile& tile,
-                                         const TileOperand& o);
+                                               const TileOperand& o);
 
 /// True when tile operand `o` reads an input transposed: contiguous along the partitions, a
 /// strided single free dim, and both extents within a TensorE transpose.

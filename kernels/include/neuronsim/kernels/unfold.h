@@ -24,9 +24,9 @@ struct UnfoldShape {
 /// grad_in: [outer, n, inner, size] through `grad_strides` (outer, n, inner, size strides, in
 /// elements); grad_input: contiguous [outer, length, inner].
 device_model::Program build_unfold_backward(const std::string& name, const TensorDesc& grad_in,
-                                      const std::array<int64_t, 4>& grad_strides,
-                                      const TensorDesc& grad_input, const UnfoldShape& s,
-                                      const device_model::CoreParams& core);
+                                            const std::array<int64_t, 4>& grad_strides,
+                                            const TensorDesc& grad_input, const UnfoldShape& s,
+                                            const device_model::CoreParams& core);
 
 /// Whether one row's input gradient and windows fit SBUF (and VectorE's free size).
 bool unfold_backward_fits(const UnfoldShape& s, const device_model::CoreParams& core);

@@ -35,12 +35,13 @@ bool upsample_planes_mergeable(const std::vector<int64_t>& sizes,
 
 /// out from input.
 device_model::Program build_upsample(const std::string& name, const TensorDesc& input,
-                               const TensorDesc& out, const UpsampleSpec& spec,
-                               const device_model::CoreParams& core);
+                                     const TensorDesc& out, const UpsampleSpec& spec,
+                                     const device_model::CoreParams& core);
 /// grad_input from grad_out.
 device_model::Program build_upsample_backward(const std::string& name, const TensorDesc& grad_out,
-                                        const TensorDesc& grad_input, const UpsampleSpec& spec,
-                                        const device_model::CoreParams& core);
+                                              const TensorDesc& grad_input,
+                                              const UpsampleSpec& spec,
+                                              const device_model::CoreParams& core);
 /// Whether a plane's input, output and intermediates fit SBUF (and VectorE's free size).
 bool upsample_fits(const UpsampleSpec& spec, const device_model::CoreParams& core);
 

@@ -42,7 +42,7 @@ class ProgramCache {
   /// The programs cached under `key`, moved to address `regions` (one per region they were
   /// stored with, of the same sizes); null on a miss. Valid until the next call.
   const std::vector<device_model::Program>* find(const std::string& key,
-                                           const std::vector<HbmSpan>& regions);
+                                                 const std::vector<HbmSpan>& regions);
   /// Keeps `programs` (validated, built to address `regions`) under `key`. Returns false and
   /// keeps nothing when a program addresses HBM outside `regions`.
   bool insert(const std::string& key, std::vector<device_model::Program> programs,

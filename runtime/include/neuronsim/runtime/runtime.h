@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "neuronsim/device_model/interconnect/interconnect.h"
 #include "neuronsim/device_model/device.h"
+#include "neuronsim/device_model/interconnect/interconnect.h"
 #include "neuronsim/runtime/caching_allocator.h"
 #include "neuronsim/runtime/collective_timeline.h"
 #include "neuronsim/runtime/program_cache.h"
@@ -115,12 +115,12 @@ class Runtime {
   /// full execution (ISA mode).
   /// `validated`: the program came from the program cache (validated when first launched).
   device_model::RunResult launch(uint32_t dev, int64_t stream, const device_model::Program& program,
-                           bool functional, bool validated = false);
+                                 bool functional, bool validated = false);
   /// Programs built before, for this configuration (program_cache.h).
   ProgramCache& program_cache() { return program_cache_; }
   /// A host<->device copy (blocking for the host unless `non_blocking`).
-  device_model::Device::HostCopy copy_host(uint32_t dev, int64_t stream, uint64_t bytes, bool to_device,
-                                     uint64_t hbm_address, bool non_blocking);
+  device_model::Device::HostCopy copy_host(uint32_t dev, int64_t stream, uint64_t bytes,
+                                           bool to_device, uint64_t hbm_address, bool non_blocking);
 
   // ---- streams and events ----
   int64_t new_stream(uint32_t dev);

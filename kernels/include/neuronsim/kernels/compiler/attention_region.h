@@ -11,7 +11,8 @@ namespace neuronsim::kernels::compiler {
 
 /// Throws std::length_error when one batch's K^T and V do not fit `core`'s SBUF and
 /// std::invalid_argument for operands the kernel does not take.
-device_model::Program build_attention_region(const LoweredGraph& g, const Op& op, const std::string& name,
-                                       const device_model::CoreParams& core);
+device_model::Program build_attention_region(const LoweredGraph& g, const Op& op,
+                                             const std::string& name,
+                                             const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels::compiler

@@ -11,8 +11,8 @@
 
 #include "neuronsim/device_model/params.h"
 #include "neuronsim/kernels/compiler/fusion.h"
-#include "neuronsim/kernels/compiler/lower.h"
 #include "neuronsim/kernels/compiler/link.h"
+#include "neuronsim/kernels/compiler/lower.h"
 
 namespace neuronsim::kernels::compiler {
 
@@ -69,6 +69,7 @@ CompiledGraph compile_graph(const Graph& g, const device_model::CoreParams& core
                             const CompileOptions& opt = {});
 
 /// The core parameters a region is emitted against: `num`/`den` of SBUF and of the PSUM banks.
-device_model::CoreParams window_params(const device_model::CoreParams& core, uint32_t num, uint32_t den);
+device_model::CoreParams window_params(const device_model::CoreParams& core, uint32_t num,
+                                       uint32_t den);
 
 }  // namespace neuronsim::kernels::compiler

@@ -32,8 +32,8 @@ struct Region {
 
 /// Regions the compiler emits programs for (they address HBM virtually and write it).
 inline bool emits_program(Region::Kind k) {
-  return k == Region::Kind::kTile || k == Region::Kind::kMatmul ||
-         k == Region::Kind::kAttention || k == Region::Kind::kKernel;
+  return k == Region::Kind::kTile || k == Region::Kind::kMatmul || k == Region::Kind::kAttention ||
+         k == Region::Kind::kKernel;
 }
 
 struct Partition {

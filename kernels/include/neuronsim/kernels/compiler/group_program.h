@@ -16,8 +16,8 @@ namespace neuronsim::kernels::compiler {
 
 /// `specs` are alike (same_structure) regions of elementwise steps over contiguous full tensors
 /// and one-element scalars. Nullopt when a region's instructions have no multi-tensor form.
-std::optional<device_model::Program> build_group_multi_tensor(const std::string& name,
-                                                        const std::vector<TileProgramSpec>& specs,
-                                                        const device_model::CoreParams& core);
+std::optional<device_model::Program> build_group_multi_tensor(
+    const std::string& name, const std::vector<TileProgramSpec>& specs,
+    const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels::compiler

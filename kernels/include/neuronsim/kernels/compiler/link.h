@@ -21,11 +21,11 @@ namespace neuronsim::kernels::compiler {
 
 struct Part {
   device_model::Program program;  // its semaphores count from zero, as for a launch of its own
-  std::string name;         // the trace's section name
-  std::string detail;       // the graph nodes it computes
-  uint64_t sbuf_base = 0;   // its SBUF window: added to every SBUF address
-  uint64_t psum_base = 0;   // its PSUM window
-  bool barrier = false;     // not analysable (absolute HBM addresses): fully ordered
+  std::string name;               // the trace's section name
+  std::string detail;             // the graph nodes it computes
+  uint64_t sbuf_base = 0;         // its SBUF window: added to every SBUF address
+  uint64_t psum_base = 0;         // its PSUM window
+  bool barrier = false;           // not analysable (absolute HBM addresses): fully ordered
 };
 
 /// Where a virtual HBM address sits in a linked program.

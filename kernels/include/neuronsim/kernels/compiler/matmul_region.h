@@ -37,6 +37,7 @@ struct MatmulRegionSpec {
 };
 
 /// Throws std::length_error when the operands' tiles do not fit SBUF.
-device_model::Program build_matmul_region(const MatmulRegionSpec& spec, const device_model::CoreParams& core);
+device_model::Program build_matmul_region(const MatmulRegionSpec& spec,
+                                          const device_model::CoreParams& core);
 
 }  // namespace neuronsim::kernels::compiler

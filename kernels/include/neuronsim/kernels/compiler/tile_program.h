@@ -63,7 +63,8 @@ struct TileProgramSpec {
 
 /// Emits a tile region as its own program. Throws std::length_error when its values do not fit
 /// SBUF (a row reduction needs whole rows) and std::invalid_argument for a malformed spec.
-device_model::Program build_tile_program(const TileProgramSpec& spec, const device_model::CoreParams& core);
+device_model::Program build_tile_program(const TileProgramSpec& spec,
+                                         const device_model::CoreParams& core);
 
 /// Whether a region is elementwise over contiguous tensors only (it then tiles as one flat
 /// range of [128, n/128]).
@@ -89,7 +90,7 @@ bool tile_program_transposes(const TileProgramSpec& spec, const device_model::Co
 /// A region of elementwise steps only (no reductions, no per-row values) as the library's
 /// elementwise kernel; nullopt for other regions.
 std::optional<device_model::Program> build_pointwise_program(const TileProgramSpec& spec,
-                                                       const device_model::CoreParams& core);
+                                                             const device_model::CoreParams& core);
 
 /// The tile body, shared by standalone tile programs and matmul epilogues.
 class TileEmitter {
@@ -103,7 +104,7 @@ class TileEmitter {
     int slot = 0;
     bool first = true;  // first tile of its column chunk (reductions over rows start here)
     std::function<device_model::AccessPattern(int operand, uint32_t count)> operand_ap;
-    device_model::AccessPattern acc;           // kAcc: the accumulator in PSUM
+    device_model::AccessPattern acc;     // kAcc: the accumulator in PSUM
     SyncedBuilder::Buffer acc_buf = -1;  // its hazard-tracked bank
   };
 
@@ -131,7 +132,8 @@ class TileEmitter {
   void tiles(const std::vector<std::pair<Tile, uint32_t>>& group);
   /// Reductions over rows: PSUM -> SBUF -> HBM, for every chunk (`chunk_ap(k, chunk)` is the
   /// operand's [1, cols] pattern of that chunk).
-  void epilogue(const std::function<device_model::AccessPattern(int operand, uint32_t chunk)>& chunk_ap);
+  void epilogue(
+      const std::function<device_model::AccessPattern(int operand, uint32_t chunk)>& chunk_ap);
 
  private:
   device_model::AccessPattern value_ap(int instr, const Tile& t, bool as_full) const;

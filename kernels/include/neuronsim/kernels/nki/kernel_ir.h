@@ -44,10 +44,10 @@ struct Buffer {
 struct Operand {
   int32_t buffer = -1;  // -1: absent
   device_model::DType dtype = device_model::DType::kFp32;
-  Affine start_partition;         // SBUF/PSUM: first partition within the buffer
-  uint32_t partitions = 1;        // size of the partition axis
-  int64_t partition_stride = 0;   // HBM: elements between consecutive partition indices
-  Affine offset;                  // elements from the buffer's start (SBUF/PSUM: in a partition)
+  Affine start_partition;        // SBUF/PSUM: first partition within the buffer
+  uint32_t partitions = 1;       // size of the partition axis
+  int64_t partition_stride = 0;  // HBM: elements between consecutive partition indices
+  Affine offset;                 // elements from the buffer's start (SBUF/PSUM: in a partition)
   std::vector<device_model::Dim> dims;  // free axes of the iteration space, outermost first
 };
 

@@ -37,6 +37,6 @@ struct LowerStats {
 /// Lowers `kernel` for cores with `core`'s parameters. The program carries the kernel's source
 /// table (Program::sources) and each instruction's line. Throws KernelError.
 device_model::Program lower(const Kernel& kernel, const device_model::CoreParams& core,
-                      LowerStats* stats = nullptr);
+                            LowerStats* stats = nullptr);
 
 }  // namespace neuronsim::kernels::nki

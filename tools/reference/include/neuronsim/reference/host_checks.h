@@ -13,7 +13,8 @@
 namespace neuronsim::reference {
 
 /// Fills `count` elements at `dst` with N(0, stddev) values rounded to `t`.
-void fill_normal(uint8_t* dst, device_model::DType t, uint64_t count, uint64_t seed, float stddev = 1.0f);
+void fill_normal(uint8_t* dst, device_model::DType t, uint64_t count, uint64_t seed,
+                 float stddev = 1.0f);
 /// Reads `count` elements as floats.
 std::vector<float> read_floats(const uint8_t* src, device_model::DType t, uint64_t count);
 

@@ -81,7 +81,7 @@ def main():
     neuronsim.configure(preset=args.preset)
     torch.manual_seed(0)
     root = pathlib.Path(__file__).resolve().parent.parent
-    preset = json.loads((root / "device" / "presets" / f"{args.preset}.json").read_text())
+    preset = json.loads((root / "device_model" / "presets" / f"{args.preset}.json").read_text())
     t, dma = preset["tensor"], preset["dma"]
     flops = 2 * t["rows"]["value"] * t["columns"]["value"] * t["frequency_ghz"]["value"] * 1e9
     dma_bw = dma["engines"]["value"] * dma["engine_bandwidth_gbps"]["value"] * 1e9

@@ -241,10 +241,14 @@ class LineStatsSink final : public sim::TraceSink {
     return static_cast<sim::TrackId>(rows_.size() - 1);
   }
   void slice(sim::TrackId track, std::string_view, std::string_view, sim::SimTime b, sim::SimTime e,
-             nlohmann::json args) override {
-    const auto it = args.find("src");
-    if (it == args.end() || !it->is_string() || track >= rows_.size()) return;
-    auto& cell = cells_[{it->get<std::string>(), rows_[track]}];
+             const sim::TraceArgs& args) override {
+    if (track >= rows_.size()) return;
+    const sim::TraceArgs::Entry* src = nullptr;
+    for (const sim::TraceArgs::Entry& a : args) {
+      if (a.key == "src" && a.kind == sim::TraceArgs::Kind::kString) src = &a;
+    }
+    if (!src) return;
+    auto& cell = cells_[{std::string(src->text), rows_[track]}];
     cell.first += 1;
     cell.second += (e - b).ps;
   }

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "../../device/src/occupancy.h"
+#include "../../device_model/src/occupancy.h"
 
 namespace neuronsim::device_model {
 namespace {

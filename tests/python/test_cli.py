@@ -670,7 +670,7 @@ def test_presets():
     assert code == 0 and "trn1" in text and "trn2" in text and "NeuronCore-v3" in text
     code, text, _ = in_process("presets", "show", "trn2")
     assert code == 0
-    tree = json.loads((Path(REPO) / "device" / "presets" / "trn2.json").read_text())
+    tree = json.loads((Path(REPO) / "device_model" / "presets" / "trn2.json").read_text())
     leaves = [
         (f"{g}.{k}", v) for g, group in tree.items() if g != "preset" for k, v in group.items()
     ]

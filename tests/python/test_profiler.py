@@ -10,7 +10,7 @@ from conftest import run_python
 from torch.profiler import ProfilerActivity, profile
 
 _PRESET = json.loads(
-    (Path(__file__).resolve().parents[2] / "device" / "presets" / "trn1.json").read_text()
+    (Path(__file__).resolve().parents[2] / "device_model" / "presets" / "trn1.json").read_text()
 )
 
 

@@ -339,14 +339,16 @@ std::vector<OpRule> elementwise_expression_rules() {
   reg(ops, "aten::floor_divide",
       [](ExprOperands& o, Expr& e) { return floor_divide(e, o.get("self"), o.get("other")); });
   reg(ops, "aten::remainder", [](ExprOperands& o, Expr& e) {
-    // Python's modulo: fmod, then shifted by the divisor when the signs differ.
+    // Python's modulo: fmod, then shifted by the divisor when the signs differ. A select, not
+    // r + adjust * b: with an infinite divisor 0 * inf would make every result NaN
+    // (remainder(3, inf) is 3 on the CPU).
     const Arg a = o.get("self"), b = o.get("other");
     const Arg r = e.alu(AluOp::kMod, a, b);
     const Arg differ = e.alu(AluOp::kLogicalXor, e.alu(AluOp::kIsLt, r, Arg::constant(0)),
                              e.alu(AluOp::kIsLt, b, Arg::constant(0)));
     const Arg adjust =
         e.alu(AluOp::kLogicalAnd, differ, e.alu(AluOp::kNotEqual, r, Arg::constant(0)));
-    return e.alu(AluOp::kAdd, r, e.alu(AluOp::kMultiply, adjust, b));
+    return e.select(adjust, e.alu(AluOp::kAdd, r, b), r);
   });
   for (const auto& [name, op] : std::initializer_list<std::pair<const char*, AluOp>>{
            {"aten::eq", AluOp::kIsEqual},
@@ -591,6 +593,26 @@ std::vector<OpRule> elementwise_expression_rules() {
 
   reg(ops, "aten::fill", [](ExprOperands& o, Expr& e) {
     return e.alu(AluOp::kBypass, o.get("value"), Arg::constant(0));
+  });
+  // hypot(x, y) = sqrt(x^2 + y^2) without the squares' overflow, as std::hypot computes it:
+  // m * sqrt(1 + (n / m)^2) with m = max(|x|, |y|), n = min(|x|, |y|); 0 when both are 0; NaN
+  // where either is NaN, unless either is infinite, which gives inf.
+  reg(ops, "aten::hypot", [](ExprOperands& o, Expr& e) {
+    const float inf = std::numeric_limits<float>::infinity();
+    const Arg x = o.get("self"), y = o.get("other");
+    const Arg ax = e.alu(AluOp::kAbsMax, x, Arg::constant(0));
+    const Arg ay = e.alu(AluOp::kAbsMax, y, Arg::constant(0));
+    const Arg m = e.alu(AluOp::kMax, ax, ay), n = e.alu(AluOp::kMin, ax, ay);
+    const Arg q = e.alu(AluOp::kDivide, n, m);
+    const Arg r = e.alu(AluOp::kMultiply, m,
+                        e.act(ActFunc::kSqrt, e.alu(AluOp::kMultiply, q, q), 1.0f, 1.0f));
+    const Arg finite = e.select(e.alu(AluOp::kIsEqual, m, Arg::constant(0)), Arg::constant(0), r);
+    const Arg nan = e.alu(AluOp::kLogicalOr, e.alu(AluOp::kNotEqual, x, x),
+                          e.alu(AluOp::kNotEqual, y, y));
+    const Arg either_inf = e.alu(AluOp::kLogicalOr, e.alu(AluOp::kIsEqual, ax, Arg::constant(inf)),
+                                 e.alu(AluOp::kIsEqual, ay, Arg::constant(inf)));
+    return e.select(either_inf, Arg::constant(inf),
+                    e.select(nan, Arg::constant(std::numeric_limits<float>::quiet_NaN()), finite));
   });
   // xlogy: x * log(y), 0 where x == 0 unless y is NaN (the CPU's rule).
   reg(ops, "aten::xlogy", [](ExprOperands& o, Expr& e) {

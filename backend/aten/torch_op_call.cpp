@@ -66,8 +66,23 @@ TensorArg tensor_arg(const at::Tensor& t, const HbmAddressOf& hbm_address) {
   a.defined = true;
   a.on_device = is_neuron(t);
   a.type = scalar_type_of(t.scalar_type());
+  if (t.unsafeGetTensorImpl()->has_symbolic_sizes_strides()) {
+    // A fake tensor of a graph traced with symbolic sizes (dynamo asks the fused-kernel choice
+    // with them): its sizes as this trace has them, guarded, so the graph specializes on what
+    // the answer read (as size(d) does).
+    const auto dt = device_dtype(t.scalar_type());
+    a.desc.dtype = dt ? *dt : device_model::DType::kUint8;
+    const int64_t widen = is_64bit(t.scalar_type()) ? 2 : 1;
+    for (int64_t d = 0; d < t.dim(); ++d) {
+      a.desc.sizes.push_back(t.sym_size(d).guard_int(__FILE__, __LINE__));
+      a.desc.strides.push_back(t.sym_stride(d).guard_int(__FILE__, __LINE__) * widen);
+    }
+    return a;
+  }
   a.data = host_data(t);
-  const at::Tensor v = t.is_complex() ? at::view_as_real(t) : t;
+  // A complex tensor is described as its real view (the conjugate bit is metadata the rule
+  // reads from the op, not from the layout).
+  const at::Tensor v = t.is_complex() ? at::view_as_real(t.is_conj() ? t._conj() : t) : t;
   const auto dt = device_dtype(v.scalar_type());
   if (a.on_device && hbm_address && dt) {
     a.desc = describe(v, hbm_address);

@@ -17,7 +17,7 @@ from conftest import REPO
 from neuronsim.cli.main import COMMANDS, build_parser, main
 
 CONSOLE_SCRIPT = Path(sys.executable).parent / "neuronsim"
-SUBCOMMANDS = ("run", "whatif", "report", "diff", "replay", "ls", "presets")
+SUBCOMMANDS = ("run", "whatif", "report", "diff", "replay", "ls", "presets", "nki")
 
 
 def _env() -> dict:

@@ -47,8 +47,9 @@ def test_hypot_is_native_and_matches_cpu(isa):
     assert not any("hypot" in op for op in fallback), fallback
     assert any("hypot" in op for op in ops), ops
     # Fast mode: the CPU kernel's values; ISA mode: the program's, within a few fp32 ulps.
-    torch.testing.assert_close(out, torch.hypot(a, b), rtol=0 if not isa else 4e-7, atol=0,
-                               equal_nan=True)
+    torch.testing.assert_close(
+        out, torch.hypot(a, b), rtol=0 if not isa else 4e-7, atol=0, equal_nan=True
+    )
 
 
 def test_hypot_fuses_under_torch_compile():

@@ -28,6 +28,17 @@ int64_t TensorArg::stride(int64_t d) const {
   return is_64bit(type) ? s / 2 : s;
 }
 
+bool TensorArg::is_contiguous() const {
+  if (numel() == 0) return true;
+  int64_t expect = 1;
+  for (int64_t k = dim() - 1; k >= 0; --k) {
+    if (size(k) == 1) continue;
+    if (stride(k) != expect) return false;
+    expect *= size(k);
+  }
+  return true;
+}
+
 TensorArg TensorArg::narrow(int64_t d, int64_t start, int64_t length) const {
   TensorArg t = *this;
   const size_t i = static_cast<size_t>(wrap(d, dim()));

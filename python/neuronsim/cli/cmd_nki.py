@@ -33,16 +33,26 @@ _DTYPES = {
     "uint8": "uint8",
 }
 
+_EXAMPLES = """\
+examples:
+  neuronsim nki bench matmul.py::nki_matmul --shapes 128x512:bf16,128x512:bf16
+  neuronsim nki bench kernel.py::fn --shapes 4096x512:fp32 --lines --trace out.json
+  neuronsim nki bench kernel.py::fn --shapes 4096x512:fp32 --preset trn2
+  neuronsim nki lines out.json --top 10"""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "nki",
         help="benchmark NKI kernels on the simulated NeuronCore",
         description=__doc__.split("\n\n")[0],
+        epilog=_EXAMPLES,
     )
     nsub = p.add_subparsers(dest="nki_command", metavar="{bench,lines}")
     nsub.required = True
-    b = nsub.add_parser("bench", help="time a kernel on placeholder inputs (timing only)")
+    b = nsub.add_parser(
+        "bench", help="time a kernel on placeholder inputs (timing only)", epilog=_EXAMPLES
+    )
     b.add_argument("target", metavar="FILE.py::KERNEL", help="the kernel: a file and a function")
     b.add_argument(
         "--shapes",
@@ -63,7 +73,9 @@ def add_parser(sub) -> None:
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     add_config_options(b)
     b.set_defaults(func=run_bench)
-    lines = nsub.add_parser("lines", help="per source line time of an NKI kernel trace")
+    lines = nsub.add_parser(
+        "lines", help="per source line time of an NKI kernel trace", epilog=_EXAMPLES
+    )
     lines.add_argument("trace", help="a trace written with --trace or neuronsim run --trace")
     lines.add_argument("--top", type=int, default=20, help="lines to show (default 20)")
     lines.set_defaults(func=run_lines)

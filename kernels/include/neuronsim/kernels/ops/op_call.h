@@ -38,7 +38,9 @@ struct TensorArg {
   uint64_t numel() const { return desc.numel(); }
   bool is_floating() const { return ops::is_floating(type); }
   bool is_integral(bool include_bool) const { return ops::is_integral(type, include_bool); }
-  bool is_contiguous() const { return desc.contiguous(); }
+  /// Contiguous as the framework says it: in framework elements (64-bit data counts one element
+  /// per value, not two words), and always when empty.
+  bool is_contiguous() const;
   /// Elements [start, start + length) of dim `d` (a view: same memory).
   TensorArg narrow(int64_t d, int64_t start, int64_t length) const;
 };

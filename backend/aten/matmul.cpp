@@ -44,6 +44,11 @@ bool is_fp8(const at::Tensor& t) {
 // output. Other forms (row-wise scales, scale_result, other dtypes) take the CPU path.
 bool scaled_mm_supported(const OpInvocation& inv) {
   const at::Tensor a = inv.tensor(0), b = inv.tensor(1), sa = inv.tensor(2), sb = inv.tensor(3);
+  // PyTorch's rule for every backend (its Meta kernel's), checked here: the CPU kernel the
+  // fallback would run answers by host (oneDNN on AMX-FP16 CPUs takes a float64 scale).
+  TORCH_CHECK(!sa.defined() || !sb.defined() || sa.numel() != 1 || sb.numel() != 1 ||
+                  (sa.scalar_type() == at::kFloat && sb.scalar_type() == at::kFloat),
+              "For tensorwise scaling, both scale_a and scale_b must be float (fp32) tensors.");
   if (!is_fp8(a) || !is_fp8(b) || a.dim() != 2 || b.dim() != 2) return false;
   for (const at::Tensor& s : {sa, sb}) {
     if (!s.defined() || s.scalar_type() != at::kFloat || s.numel() != 1) return false;

@@ -508,15 +508,10 @@ def test_op_tracking_semantics():
         "computed_at_32_bits": 0,
     }
     assert report["aten::add_.Tensor"]["native"] == 1
-    # Views and composite ops are ops with neuron tensors too, each level of them.
+    # Views only change metadata: not executed ops, as on TorchNeuron.
     neuronsim.clear_op_tracking()
     a.view(2, 2).t()
-    assert neuronsim.get_executed_ops() == {
-        "aten::view",
-        "aten::t",
-        "aten::transpose.int",
-        "aten::as_strided",
-    }
+    assert neuronsim.get_executed_ops() == set()
     # Ops on CPU tensors are not.
     neuronsim.clear_op_tracking()
     torch.ones(3) + 1

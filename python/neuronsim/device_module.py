@@ -10,6 +10,7 @@ the instance family (``"trn1"``), ``memory_summary`` has TorchNeuron's title, an
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import torch
@@ -117,10 +118,38 @@ def current_device() -> int:
     return _C._current_device()
 
 
+class InvalidDeviceIndexError(ValueError, RuntimeError):
+    """A device index past the visible devices: TorchNeuron raises ValueError for it, torch.cuda
+    (and neuronsim's C++ checks) RuntimeError; this is both."""
+
+
+def check_index(idx: int) -> None:
+    n = device_count()
+    if not 0 <= idx < n:
+        raise InvalidDeviceIndexError(
+            f"Invalid device id: {idx}. Valid range is 0 to {n - 1} (Invalid neuron device index "
+            f"{idx}: {n} neuron devices are visible; NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES "
+            "select them)"
+        )
+
+
+def _stand_in(name: str):
+    # TorchNeuron's torch.neuron calls torch_neuronx's function of the same name (tests patch
+    # it there); once torch_neuronx is imported, so does this module.
+    module = sys.modules.get("torch_neuronx")
+    return getattr(module, name, None) if getattr(module, "_is_loaded", False) else None
+
+
 def set_device(device: Any) -> None:
-    idx = _index(device)
-    if idx >= 0:
-        _C._set_device(idx)
+    idx = _index(device)  # None and an index-less device: the current device
+    if idx < 0:
+        return
+    delegate = _stand_in("set_device")
+    if delegate is not None:
+        delegate(idx)
+        return
+    check_index(idx)
+    _C._set_device(idx)
 
 
 class device:
@@ -133,7 +162,7 @@ class device:
     def __enter__(self):
         self.prev = current_device()
         if self.idx >= 0 and self.idx != self.prev:
-            _C._set_device(self.idx)
+            set_device(self.idx)
 
     def __exit__(self, *exc):
         if self.idx >= 0 and self.idx != self.prev:
@@ -152,15 +181,16 @@ def get_device_name(device: Any = 0) -> str:
     if device is None:
         return f"neuron:{current_device()}"
     if isinstance(device, str):
-        device = torch.device(device)
+        try:
+            device = torch.device(device)
+        except RuntimeError:
+            device = None  # not a device string: TorchNeuron's ValueError below
     if isinstance(device, torch.device | int) and not isinstance(device, bool):
-        n, idx = device_count(), _index(device)  # a neuron device, or the error naming it
-        if not 0 <= idx < n:  # as naming a missing device anywhere else
-            raise RuntimeError(f"Invalid neuron device index {idx}: {n} neuron devices are visible")
+        _index(device)  # a neuron device, or the ValueError naming what it is
         return str(device) if isinstance(device, torch.device) else f"neuron:{device}"
     raise ValueError(
         "Incorrect device argument found, expected torch.device or int type, found "
-        f"{type(device)}"
+        f"{type(device) if device is not None else str}"
     )
 
 
@@ -182,10 +212,18 @@ def _instance_family(instance: str) -> str:
     return instance.split(".", 1)[0]
 
 
-def get_device_properties(device: Any = None) -> NeuronDeviceProperties:
-    props = dict(_C._device_properties(_index(device)))
+def properties(idx: int) -> NeuronDeviceProperties:
+    """The properties of device `idx` (TorchNeuron's _C._neuron_getDeviceProperties)."""
+    props = dict(_C._device_properties(idx))
     props["name"] = _instance_family(props["instance"])
     return NeuronDeviceProperties(props)
+
+
+def get_device_properties(device: Any = None) -> NeuronDeviceProperties:
+    delegate = _stand_in("get_device_properties")
+    if delegate is not None:
+        return delegate(str(device) if device is not None else current_device())
+    return properties(_index(device))
 
 
 def get_device_capability(device: Any = None) -> tuple[int, int]:

@@ -66,11 +66,12 @@ def _neuron_getCurrentDevice() -> int:  # noqa: N802
 
 
 def _neuron_setDevice(device_id: int) -> None:  # noqa: N802
-    _dm.set_device(int(device_id))
+    _dm.check_index(int(device_id))
+    _sim._set_device(int(device_id))
 
 
 def _neuron_getDeviceProperties(device_id: int) -> NeuronDeviceProperties:  # noqa: N802
-    return _dm.get_device_properties(int(device_id))
+    return _dm.properties(int(device_id))
 
 
 def _neuron_synchronize(device_index: int = -1) -> None:
@@ -109,11 +110,11 @@ def _vnc_count() -> int:
 
 def _get_vnc_id(device_id: int) -> int:
     """The logical core (VNC) a device index maps to (NEURON_RT_VISIBLE_CORES)."""
-    return int(_dm.get_device_properties(int(device_id)).logical_core)
+    return int(_dm.properties(int(device_id)).logical_core)
 
 
 def _get_instance_type() -> str:
-    return _dm.get_device_properties(0).name
+    return _dm.properties(0).name
 
 
 def _get_platform_target() -> str:
@@ -131,7 +132,7 @@ def _get_logical_neuron_cores() -> str:
     env = os.environ.get("NEURON_LOGICAL_NC_CONFIG")
     if env:
         return env
-    return str(_dm.get_device_properties(0).logical_core_size)
+    return str(_dm.properties(0).logical_core_size)
 
 
 def _get_fallback_ops() -> list[str]:

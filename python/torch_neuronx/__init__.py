@@ -66,7 +66,6 @@ _dm = neuron
 device = _dm.device
 StreamContext = _dm.StreamContext
 
-_is_loaded = True
 _initialization_lock = threading.RLock()
 
 
@@ -131,9 +130,8 @@ def current_device() -> int:
 
 
 def set_device(device: int) -> None:
-    """Set the current Neuron device."""
-    if device < 0 or device >= device_count():
-        raise ValueError(f"Invalid device id: {device}. Valid range is 0 to {device_count() - 1}")
+    """Set the current Neuron device (an invalid id is a ValueError, and a RuntimeError)."""
+    _dm.check_index(device)
     _C._neuron_setDevice(device)
 
 
@@ -148,7 +146,7 @@ def get_device_properties(device):
     else:
         device_id = int(device)
     if device_id < 0 or device_id >= device_count():
-        raise ValueError(f"Invalid device id: {device_id}")
+        raise _dm.InvalidDeviceIndexError(f"Invalid device id: {device_id}")
     _lazy_init()
     return _C._neuron_getDeviceProperties(device_id)
 
@@ -256,3 +254,6 @@ __all__ = [
     "utils",
     "wrap_nki",
 ]
+
+# Set last: torch.neuron delegates to this module's functions once they all exist.
+_is_loaded = True

@@ -76,7 +76,11 @@ VARIABLES = {
     "NEURON_COMPILER_OPT_LEVEL": ("ignored", "neuronx-cc optimisation level"),
     "NEURON_RT_ALLOW_LEGACY_NEFF": ("ignored", "Neuron runtime"),
     "NEURON_RT_DBG_ZEROCOPY": ("ignored", "Neuron runtime"),
-    "NEURON_RT_ENABLE_HOST_CC": ("ignored", "Neuron runtime host collectives"),
+    "NEURON_RT_ENABLE_HOST_CC": (
+        "ignored",
+        "TorchNeuron routes every stream to the default one unless it is 1; neuronsim's "
+        "streams are always separate (as with 1)",
+    ),
     "NEURON_RT_ROOT_COMM_ID": ("ignored", "Neuron runtime collectives bootstrap"),
     "NEURON_USE_SPLIT_ALLGATHER": ("ignored", "collective implementation strategy"),
     "NEURON_USE_SPLIT_REDUCE_SCATTER": ("ignored", "collective implementation strategy"),

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The pip route of README's "Use it in your CI", end to end: `pip wheel .` against the dev venv's
-# torch, then the wheel installed into a separate venv holding only torch==2.13.0 and numpy, where
-# the NEURON_SIM=1 one-liner, `neuronsim ls` and `ncsim` must run with SystemC loaded from the
-# wheel (not the system), and a torch mismatch must be one clear line. Prints the wheel build
-# time and size. Run by tools/test.sh after tools/setup.sh.
+# torch, then the wheel installed into a separate venv holding only torch==2.13.0, numpy and
+# pytest, where the NEURON_SIM=1 one-liner, `neuronsim ls` and `ncsim` must run with SystemC
+# loaded from the wheel (not the system), TorchNeuron's surface and a suite written as
+# TorchNeuron's tests are (tests/torchneuron) must pass through the installed `torch_neuronx`,
+# and a torch mismatch must be one clear line. Prints the wheel build time and size. Run by
+# tools/test.sh after tools/setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -24,23 +26,27 @@ wheel=$(echo "$dist"/neuronsim-*.whl)
 echo "wheel: built $(basename "$wheel") in $(($(date +%s) - start)) s," \
   "$(du -k "$wheel" | cut -f1) KiB"
 
-# A user's venv: torch==2.13.0 and numpy, installed as tools/setup.sh installs them, and nothing
-# else (its package list is recorded when created and compared on every reuse).
-if [ ! -x "$USER_VENV/bin/python" ]; then
+# A user's venv: torch==2.13.0 and numpy, installed as tools/setup.sh installs them, and the
+# test runner a CI job has (pytest, the dev requirements' pin), nothing else (its package list
+# is recorded when created and compared on every reuse).
+pytest_pin=$(grep '^pytest==' python/requirements-dev.txt)
+if [ ! -x "$USER_VENV/bin/python" ] || ! grep -qx "$pytest_pin" "$USER_VENV/baseline.txt"; then
   rm -rf "$USER_VENV"
   .venv/bin/python -m venv "$USER_VENV"
   "$USER_VENV/bin/pip" install -q torch==2.13.0 numpy
+  "$USER_VENV/bin/pip" install -q "$pytest_pin"
   "$USER_VENV/bin/pip" list --format=freeze > "$USER_VENV/baseline.txt"
 fi
 "$USER_VENV/bin/pip" uninstall -q -y neuronsim 2>/dev/null || true
 if ! "$USER_VENV/bin/pip" list --format=freeze | diff -q - "$USER_VENV/baseline.txt" >/dev/null; then
-  echo "test_wheel: $USER_VENV holds more than torch and numpy: remove it" >&2
+  echo "test_wheel: $USER_VENV holds more than torch, numpy and pytest: remove it" >&2
   exit 1
 fi
 "$USER_VENV/bin/pip" install -q --no-index "$wheel"
 
 # Run from outside the checkout, so nothing of python/ can be imported by accident.
 user_venv=$(cd "$USER_VENV" && pwd)
+cp -r tests/torchneuron "$dist/torchneuron"
 cd "$dist"
 NEURON_SIM=1 "$user_venv/bin/python" - <<'EOF'
 import torch
@@ -67,6 +73,12 @@ if ! grep -q 'libsystemc.*/_libs/' <<<"$ncsim_libs"; then
   echo "test_wheel: ncsim does not resolve SystemC inside the wheel" >&2
   exit 1
 fi
+
+# TorchNeuron's surface, name by name, and a suite written as TorchNeuron's tests are, through
+# the installed torch_neuronx (the test process imports it before anything of neuronsim).
+start=$(date +%s)
+"$user_venv/bin/python" -m pytest -q -p no:cacheprovider torchneuron
+echo "wheel: torchneuron suite in $(($(date +%s) - start)) s"
 
 # Another torch than the one it was built against: one line naming both versions, no traceback.
 info=$(echo "$user_venv"/lib/python3*/site-packages/neuronsim/_build_info.py)

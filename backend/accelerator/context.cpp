@@ -37,7 +37,10 @@ void rethrow_as_torch_error() {
   try {
     throw;
   } catch (const device_model::OutOfMemoryError& e) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, e.what());
+    // TorchNeuron's allocator reports "NRT allocation failed for size N (OOM)" (a RuntimeError;
+    // torch.OutOfMemoryError is one): its words first, then what the allocator held.
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "NRT allocation failed for size ", e.requested(),
+                     " (OOM): ", e.what());
   } catch (const std::exception& e) {
     TORCH_CHECK(false, e.what());
   }

@@ -12,6 +12,7 @@
 
 #include "accelerator/context.h"
 #include "aten/capture_mode.h"
+#include "aten/device_mismatch.h"
 #include "aten/device_tensor.h"
 #include "aten/isa_outputs.h"
 #include "aten/map_tensors.h"
@@ -248,15 +249,20 @@ void native_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
     return;
   }
   // As on CUDA: CPU tensors mix with device tensors only as 0-dim scalars or as advanced-indexing
-  // indices; tensors on another NeuronCore never do.
+  // indices; tensors on another NeuronCore never do. A CPU tensor is named as TorchNeuron names it
+  // (its argument's position), then as CUDA does.
   for (size_t i = 0; i < nargs; ++i) {
     const bool indices = schema.arguments()[i].name() == "indices";
+    int64_t element = -1;
+    const bool list = (*stack)[stack->size() - nargs + i].isList();
     for_each_tensor((*stack)[stack->size() - nargs + i], [&](const at::Tensor& t) {
+      ++element;
       if (!t.defined()) return;
       const bool ok = is_neuron(t) ? t.device() == *device : (t.dim() == 0 || indices);
-      TORCH_CHECK(ok,
-                  "Expected all tensors to be on the same device, but found at least two devices, ",
-                  *device, " and ", t.device(), "! (in ", name, ")");
+      TORCH_CHECK(
+          ok, is_neuron(t) ? "" : torchneuron_device_mismatch(schema, i, list ? element : -1, t),
+          "Expected all tensors to be on the same device, but found at least two devices, ",
+          *device, " and ", t.device(), "! (in ", name, ")");
     });
     // A CPU scalar written into the tensor (x[idx] = torch.tensor(9.0)) is uploaded first, as
     // CUDA does: the kernels read their values from device memory.

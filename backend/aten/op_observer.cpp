@@ -1,6 +1,7 @@
 #include "aten/op_observer.h"
 #include "host_stages.h"
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -20,9 +21,10 @@ namespace {
 
 // One op the observer has open on this thread.
 struct Frame {
-  int32_t id = -1;   // the op's id in the tracker; -1: not tracked
+  int32_t id = -1;         // the op's id in the tracker; -1: not tracked
+  bool leaf_work = false;  // its own kernel does device work (see op_observer.h)
   int uncaught = 0;  // std::uncaught_exceptions() at entry (an op that raised is not executed)
-  uint64_t fallbacks = 0, at32 = 0;  // the thread's counters at entry
+  uint64_t fallbacks = 0, at32 = 0, work = 0, started = 0;  // the thread's counters at entry
 };
 
 // Trivially destructible thread-locals: ops may still run while a thread is torn down. Ops
@@ -32,6 +34,8 @@ thread_local Frame t_frames[kMaxDepth];
 thread_local int t_depth = 0;
 thread_local int t_open = 0;
 thread_local uint64_t t_fallbacks = 0, t_at32 = 0;
+thread_local uint64_t t_work = 0;     // ops (and kernels) that did device work
+thread_local uint64_t t_started = 0;  // tracked ops entered
 thread_local int t_kernel_depth = 0;  // open BackendKernelScopes
 
 std::mutex g_mutex;
@@ -67,21 +71,40 @@ bool involves_neuron(c10::ArrayRef<const c10::IValue> inputs) {
   return false;
 }
 
-// The tracker id of an ATen op, -1 for anything else. Cached per thread by the schema's name
-// pointer (each overload's schema owns its name string, so the pointer names the overload too);
-// the cache is leaked with its thread for the same reason as the frames.
-int32_t op_id(const at::RecordFunction& fn) {
-  thread_local auto* cache = new std::unordered_map<const char*, int32_t>();
+struct OpInfo {
+  int32_t id = -1;
+  bool leaf_work = false;
+};
+
+// A backend kernel (registered for PrivateUse1, not a composite's) that is not a view: when it
+// runs, the device does something (computes, allocates, copies, resizes, reads a value).
+bool kernel_does_work(const c10::OperatorName& name) {
+  const auto op = c10::Dispatcher::singleton().findOp(name);
+  if (!op || !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) return false;
+  for (const c10::Argument& r : op->schema().returns()) {
+    const c10::AliasInfo* a = r.alias_info();
+    if (a && !a->isWrite()) return false;  // returns a view of an input
+  }
+  return true;
+}
+
+// The tracker id of an ATen op (-1 for anything else) and whether its own kernel does work.
+// Cached per thread by the schema's name pointer (each overload's schema owns its name string,
+// so the pointer names the overload too); the cache is leaked with its thread for the same
+// reason as the frames.
+OpInfo op_info(const at::RecordFunction& fn) {
+  thread_local auto* cache = new std::unordered_map<const char*, OpInfo>();
   const char* key = fn.name();
   if (auto it = cache->find(key); it != cache->end()) return it->second;
   const std::optional<c10::OperatorName> op = fn.operator_name();
-  if (!op) return -1;  // a named range, not an operator: its name string is not stable
-  int32_t id = -1;
+  if (!op) return {};  // a named range, not an operator: its name string is not stable
+  OpInfo info;
   if (op->name.rfind("aten::", 0) == 0) {
-    id = OpTracker::get().intern(OpTracker::full_name(*op));
+    info.id = OpTracker::get().intern(OpTracker::full_name(*op));
+    info.leaf_work = kernel_does_work(*op);
   }
-  cache->emplace(key, id);
-  return id;
+  cache->emplace(key, info);
+  return info;
 }
 
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
@@ -96,12 +119,15 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   if (c10::impl::tls_local_dispatch_key_set().included_.has(c10::DispatchKey::Python)) {
     return nullptr;
   }
-  const int32_t id = op_id(fn);
-  if (id < 0 || !involves_neuron(fn.inputs())) return nullptr;
-  f.id = id;
+  const OpInfo info = op_info(fn);
+  if (info.id < 0 || !involves_neuron(fn.inputs())) return nullptr;
+  f.id = info.id;
+  f.leaf_work = info.leaf_work;
   f.uncaught = std::uncaught_exceptions();
   f.fallbacks = t_fallbacks;
   f.at32 = t_at32;
+  f.work = t_work;
+  f.started = ++t_started;
   ++t_open;
   return nullptr;
 }
@@ -116,7 +142,14 @@ void on_exit(const at::RecordFunction& /*fn*/, at::ObserverContext* /*ctx*/) {
   --t_open;
   const bool fell_back = t_fallbacks != f.fallbacks;
   if (std::uncaught_exceptions() > f.uncaught && !fell_back) return;  // the op raised
-  OpTracker::get().record(f.id, fell_back, t_at32 != f.at32);
+  if (fell_back) {
+    OpTracker::get().record(f.id, true, false);
+    return;
+  }
+  const bool nested = t_started != f.started;
+  if (t_work == f.work && (nested || !f.leaf_work)) return;  // metadata only
+  ++t_work;
+  OpTracker::get().record(f.id, false, t_at32 != f.at32);
 }
 
 // Installed when the extension loads, unless NEURON_SIM_OP_TRACKING=0.
@@ -161,6 +194,10 @@ int open_tracked_ops() {
 
 void note_fallback_in_open_ops() {
   ++t_fallbacks;
+}
+
+void note_native_in_open_ops() {
+  ++t_work;
 }
 
 void note_32bit_in_open_ops() {

@@ -3,7 +3,10 @@
 // op the dispatcher runs (composite ops before they decompose included). An op is tracked when
 // a neuron tensor or device is among its arguments and it is not called from inside one of the
 // backend's own kernels; the backend's kernels tell the open ops whether they ran natively or
-// took the CPU fallback (thread-local counters, no lock on the per-op path).
+// took the CPU fallback (thread-local counters, no lock on the per-op path). An op did device
+// work when a kernel reported native work inside it, an op inside it did, or, with no tracked
+// op inside it, its own kernel is a backend kernel (registered for PrivateUse1) whose schema is
+// not a view's; an op without device work is metadata-only and not recorded (op_tracking.h).
 #include <ATen/record_function.h>
 
 #include <cstdint>
@@ -19,6 +22,7 @@ bool op_observer_enabled();
 int open_tracked_ops();
 /// Counted by the backend's kernels; the observer compares them around each op.
 void note_fallback_in_open_ops();
+void note_native_in_open_ops();
 void note_32bit_in_open_ops();
 
 /// Marks a backend kernel running on this thread: the ops it dispatches internally (output

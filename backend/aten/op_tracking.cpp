@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "aten/native_ops.h"
 #include "aten/op_observer.h"
 
 namespace neuronsim::backend {
@@ -45,11 +46,30 @@ void OpTracker::record(int32_t id, bool fallback, bool computed_at_32_bits) {
 }
 
 std::string OpTracker::full_name(const c10::OperatorName& op) {
+  // TorchNeuron's own C++ kernels log one name for all their overloads
+  // (torch_neuronx/csrc/aten/NeuronNativeFunctions.cpp).
+  if ((op.name == "aten::empty" && op.overload_name == "memory_format") || op.name == "aten::set_")
+    return op.name;
   return op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
 }
 
+namespace {
+
+bool fallback_only_for_unimplemented() {
+  const char* v = std::getenv("TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+// "aten::add.Tensor" -> "aten::add": operator names hold no dot.
+std::string base_of(const std::string& full) {
+  return full.substr(0, full.find('.'));
+}
+
+}  // namespace
+
 void OpTracker::kernel_native(const c10::OperatorName& op, bool computed_at_32_bits) {
   if (open_tracked_ops() > 0) {
+    note_native_in_open_ops();
     if (computed_at_32_bits) note_32bit_in_open_ops();
     return;
   }
@@ -64,6 +84,16 @@ void OpTracker::kernel_fallback(const std::string& op, const std::string& reason
     record(intern(op), true, false);
   TORCH_CHECK(!strict(), op, " is not implemented natively for the neuron device", reason,
               "; NEURON_SIM_STRICT=1 forbids the CPU fallback");
+  // TorchNeuron's switch: an op it implements falls back only when it has no implementation
+  // at all, never because its implementation cannot take the arguments.
+  TORCH_CHECK(!fallback_only_for_unimplemented() || find_native_op(base_of(op)) == nullptr,
+              "CPU fallback disabled because TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1. "
+              "Operation ",
+              op,
+              " failed to be handled by any Neuron implementation (last implementation: "
+              "neuronsim's device kernel). Details: the device kernel does not take these "
+              "arguments",
+              reason);
   bool warn = false;
   {
     std::lock_guard<std::mutex> lock(g_mutex);

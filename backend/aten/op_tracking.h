@@ -1,12 +1,17 @@
 #pragma once
 // Which ATen ops ran on the simulated device and which took the CPU fallback, as TorchNeuron
-// reports them: every ATen op called with neuron tensors (composite ops, factories and views
-// too) under its full name with overload ("aten::where.self", "aten::zeros"). An op counts as
-// executed when neither it nor anything inside it took the CPU fallback, as fallback otherwise.
-// The ops are seen by a RecordFunction observer (op_observer.h); the backend's kernels report
-// to the ops open on their thread (kernel_native / kernel_fallback). Per-op counts for the
-// report, a once-per-op warning for fallbacks, NEURON_SIM_STRICT=1 turning a fallback into an
-// error.
+// reports them: ATen ops called with neuron tensors (composite ops and factories too) under
+// their full name with overload ("aten::where.self", "aten::zeros"), or the one name TorchNeuron
+// logs for all overloads of its own kernels ("aten::empty", "aten::set_"). An op is a fallback
+// when it or anything inside it took the CPU fallback; otherwise it is executed when it did
+// device work (a device kernel, an allocation, a copy, a resize: it or an op inside it reached
+// a backend kernel that is not a view), and not recorded at all when it only changed metadata
+// (views, unsqueeze, atleast_2d, contiguous on a contiguous tensor), which TorchNeuron does not
+// count as executed either. The ops are seen by a RecordFunction observer (op_observer.h); the
+// backend's kernels report to the ops open on their thread (kernel_native / kernel_fallback).
+// Per-op counts for the report, a once-per-op warning for fallbacks, NEURON_SIM_STRICT=1
+// turning a fallback into an error, TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 turning
+// one of an op with a device kernel into TorchNeuron's error.
 #include <ATen/core/operator_name.h>
 #include <c10/util/Exception.h>
 
@@ -35,7 +40,7 @@ class OpTracker {
   /// fallback, warns once per op (TORCH_WARN), throws c10::Error under NEURON_SIM_STRICT=1.
   void kernel_fallback(const std::string& op, const std::string& reason);
 
-  /// "aten::add.Tensor", "aten::zeros": the name TorchNeuron reports.
+  /// "aten::add.Tensor", "aten::zeros", "aten::empty": the name TorchNeuron reports.
   static std::string full_name(const c10::OperatorName& op);
   /// The stable id of a full op name ("aten::add.Tensor").
   int32_t intern(const std::string& full_name);

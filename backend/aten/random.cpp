@@ -1,9 +1,9 @@
-// Native random ops. Their values are the CPU's: ATen's CPU kernels on zero-copy views of the
-// device tensors, drawing from the device generator's CPU generator (accelerator/generator.h),
-// so a seeded run draws what the same run draws on the CPU. In ISA mode (the rng instruction
-// computes the values) and inside DTensor offset regions the values come from the generator's
-// Philox streams instead, computed on the host exactly as the instruction does. The device time
-// is the kernel library's random program either way.
+// Native random ops. Their values are the CPU's, as TorchNeuron's (which run on the CPU): ATen's
+// CPU kernels on zero-copy views of the device tensors, drawing from the CPU default generator
+// (accelerator/generator.h), so CPU and neuron draws interleave in one stream. A generator the
+// user created, DTensor offset regions and ISA mode (the rng instruction computes the values)
+// draw Philox streams instead, computed on the host exactly as the instruction does. The device
+// time is the kernel library's random program either way.
 #include <ATen/ATen.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/UnaryOps.h>
@@ -44,9 +44,10 @@ void round_64bit(const at::Tensor& host) {
   if (host.scalar_type() == at::kLong) host.copy_(host.to(at::kInt));
 }
 
-// Values from a Philox stream (ISA mode, DTensor offset regions) rather than the CPU stream.
+// Values from a Philox stream (ISA mode, a user's generator, DTensor offset regions) rather than
+// the CPU stream.
 bool draws_philox(NeuronGenerator* g) {
-  return isa_mode() || g->in_offset_region();
+  return isa_mode() || g->draws_philox();
 }
 
 NeuronGenerator::PhiloxStream philox_stream(NeuronGenerator* g, const at::Tensor& t) {
@@ -92,7 +93,7 @@ void run(const char* op, const at::Tensor& out, kernels::RandomSpec spec,
   OpTracker::get().kernel_native(c10::OperatorName(op, ""), is_64bit(out.scalar_type()));
 }
 
-// `host_fill` draws the CPU stream's values into a CPU view with the CPU generator.
+// `host_fill` draws the CPU stream's values into a CPU view with the CPU default generator.
 template <typename HostFill>
 at::Tensor& fill_random(at::Tensor& self, kernels::RandomSpec spec,
                         const std::optional<at::Generator>& gen, const char* op,

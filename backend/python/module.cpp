@@ -204,6 +204,9 @@ PYBIND11_MODULE(_C, m) {
       p["preset"] = chip.preset_name;
       p["instance"] = chip.instance_name;
       p["physical_core"] = r.physical_core(d);
+      // The logical core (a VNC in the Neuron runtime's terms) and its physical cores.
+      p["logical_core_size"] = chip.logical_core_size;
+      p["logical_core"] = r.physical_core(d) / chip.logical_core_size;
       p["tensor_peak_flops"] = chip.tensor_peak_flops();
       p["hbm_bandwidth_bytes_per_s"] = chip.hbm.bandwidth_bytes_per_s;
       return p;
@@ -266,6 +269,12 @@ PYBIND11_MODULE(_C, m) {
     return py::reinterpret_steal<py::object>(
         THPGenerator_initDefaultGenerator(default_generator(static_cast<c10::DeviceIndex>(d))));
   });
+  // DTensor's offset region on a device's default generator (python/neuronsim/_dtensor_rng.py).
+  m.def("_set_philox_region", [](int d, bool open) {
+    at::Generator g = default_generator(static_cast<c10::DeviceIndex>(d));  // a handle
+    std::lock_guard<std::mutex> lock(g.mutex());
+    at::check_generator<NeuronGenerator>(g)->set_region(open);
+  });
   m.def("_trace_start", [](const std::string& path) {
     with_runtime([&](runtime::Runtime& r) {
       runtime::TraceSession::start(r, path);
@@ -306,6 +315,12 @@ PYBIND11_MODULE(_C, m) {
   m.def("_fallback_ops", [] { return OpTracker::get().fallbacks(); });
   m.def("_isa_host_ops", [] { return OpTracker::get().isa_host_ops(); });
   m.def("_clear_op_tracking", [] { OpTracker::get().clear(); });
+  // What code outside the backend ran (TorchNeuron's _log_executed_op / _log_offloaded_op):
+  // one run of the named op, executed on the device or on the CPU.
+  m.def("_log_op", [](const std::string& name, bool fallback) {
+    OpTracker& t = OpTracker::get();
+    t.record(t.intern(name), fallback, false);
+  });
   m.def("_set_op_observer", &set_op_observer);
   m.def("_op_observer_enabled", &op_observer_enabled);
   distributed::register_bindings(m);

@@ -37,3 +37,15 @@ def register() -> None:
     _dtensor_rng.install()
     _autograd_exit.install()
     _done = True
+    _warn_if_torch_neuronx_is_not_ours()
+
+
+def _warn_if_torch_neuronx_is_not_ours() -> None:
+    # accelerate and transformers import torch_neuronx when they find it: it must be this one.
+    import warnings
+
+    from neuronsim import _coexistence
+
+    conflict = _coexistence.conflict()
+    if conflict is not None:
+        warnings.warn(f"neuronsim: {conflict}", RuntimeWarning, stacklevel=3)

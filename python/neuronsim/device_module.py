@@ -1,11 +1,16 @@
 """``torch.neuron``: the device module, with the names CUDA and TorchNeuron users know.
 
-Times reported here (``Event.elapsed_time``) are simulated milliseconds.
+Where TorchNeuron's ``torch.neuron`` (``torch_neuronx/neuron.py``) and ``torch.cuda`` differ, a
+caller sees TorchNeuron's: ``get_device_name`` is ``"neuron:0"``, ``get_device_properties().name``
+the instance family (``"trn1"``), ``memory_summary`` has TorchNeuron's title, and
+``memory_stats`` carries TorchNeuron's keys next to CUDA's flat ones. Times reported here
+(``Event.elapsed_time``) are simulated milliseconds.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import torch
@@ -26,6 +31,7 @@ __all__ = [
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
+    "get_dynamo_metrics",
     "get_rng_state",
     "get_rng_state_all",
     "initial_seed",
@@ -43,7 +49,10 @@ __all__ = [
     "memory_stats",
     "memory_stats_as_nested_dict",
     "memory_summary",
+    "query",
+    "record_event",
     "reset_accumulated_memory_stats",
+    "reset_dynamo_metrics",
     "reset_peak_memory_stats",
     "seed",
     "seed_all",
@@ -53,6 +62,8 @@ __all__ = [
     "set_stream",
     "stream",
     "synchronize",
+    "wait_event",
+    "wait_stream",
 ]
 
 
@@ -107,10 +118,38 @@ def current_device() -> int:
     return _C._current_device()
 
 
+class InvalidDeviceIndexError(ValueError, RuntimeError):
+    """A device index past the visible devices: TorchNeuron raises ValueError for it, torch.cuda
+    (and neuronsim's C++ checks) RuntimeError; this is both."""
+
+
+def check_index(idx: int) -> None:
+    n = device_count()
+    if not 0 <= idx < n:
+        raise InvalidDeviceIndexError(
+            f"Invalid device id: {idx}. Valid range is 0 to {n - 1} (Invalid neuron device index "
+            f"{idx}: {n} neuron devices are visible; NEURON_RT_VISIBLE_CORES / NEURON_RT_NUM_CORES "
+            "select them)"
+        )
+
+
+def _stand_in(name: str):
+    # TorchNeuron's torch.neuron calls torch_neuronx's function of the same name (tests patch
+    # it there); once torch_neuronx is imported, so does this module.
+    module = sys.modules.get("torch_neuronx")
+    return getattr(module, name, None) if getattr(module, "_is_loaded", False) else None
+
+
 def set_device(device: Any) -> None:
-    idx = _index(device)
-    if idx >= 0:
-        _C._set_device(idx)
+    idx = _index(device)  # None and an index-less device: the current device
+    if idx < 0:
+        return
+    delegate = _stand_in("set_device")
+    if delegate is not None:
+        delegate(idx)
+        return
+    check_index(idx)
+    _C._set_device(idx)
 
 
 class device:
@@ -123,7 +162,7 @@ class device:
     def __enter__(self):
         self.prev = current_device()
         if self.idx >= 0 and self.idx != self.prev:
-            _C._set_device(self.idx)
+            set_device(self.idx)
 
     def __exit__(self, *exc):
         if self.idx >= 0 and self.idx != self.prev:
@@ -135,20 +174,56 @@ def synchronize(device: Any = None) -> None:
     _C._synchronize(_index(device))
 
 
-def get_device_name(device: Any = None) -> str:
-    return _C._device_name(_index(device))
+def get_device_name(device: Any = 0) -> str:
+    """The name TorchNeuron reports: the device as a string, ``"neuron:0"`` for ``0`` (the
+    default, as TorchNeuron's) and ``str(device)`` for a torch.device. None (the current device)
+    and strings are accepted too; any other type is TorchNeuron's ValueError."""
+    if device is None:
+        return f"neuron:{current_device()}"
+    if isinstance(device, str):
+        try:
+            device = torch.device(device)
+        except RuntimeError:
+            device = None  # not a device string: TorchNeuron's ValueError below
+    if isinstance(device, torch.device | int) and not isinstance(device, bool):
+        _index(device)  # a neuron device, or the ValueError naming what it is
+        return str(device) if isinstance(device, torch.device) else f"neuron:{device}"
+    raise ValueError(
+        "Incorrect device argument found, expected torch.device or int type, found "
+        f"{type(device) if device is not None else str}"
+    )
 
 
-class _DeviceProperties:
+class NeuronDeviceProperties:
+    """TorchNeuron's ``NeuronDeviceProperties``: ``name`` is the instance family the preset
+    models (``"trn1"``, ``"trn2"``; TorchNeuron reports the Neuron runtime's instance family),
+    ``total_memory`` the logical core's HBM in bytes. neuronsim adds the preset, the instance,
+    the first physical core and peak rates."""
+
     def __init__(self, d: dict):
         self.__dict__.update(d)
 
     def __repr__(self) -> str:
-        return f"_NeuronDeviceProperties(name='{self.name}', total_memory={self.total_memory})"
+        return f"<NeuronDeviceProperties(name='{self.name}', total_memory={self.total_memory})>"
 
 
-def get_device_properties(device: Any = None) -> _DeviceProperties:
-    return _DeviceProperties(_C._device_properties(_index(device)))
+def _instance_family(instance: str) -> str:
+    # "trn1.2xlarge" -> "trn1", "trn2.48xlarge" -> "trn2": what nrt_get_instance_info names.
+    return instance.split(".", 1)[0]
+
+
+def properties(idx: int) -> NeuronDeviceProperties:
+    """The properties of device `idx` (TorchNeuron's _C._neuron_getDeviceProperties)."""
+    props = dict(_C._device_properties(idx))
+    props["name"] = _instance_family(props["instance"])
+    return NeuronDeviceProperties(props)
+
+
+def get_device_properties(device: Any = None) -> NeuronDeviceProperties:
+    delegate = _stand_in("get_device_properties")
+    if delegate is not None:
+        return delegate(str(device) if device is not None else current_device())
+    return properties(_index(device))
 
 
 def get_device_capability(device: Any = None) -> tuple[int, int]:
@@ -160,7 +235,8 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
-    return [torch.bfloat16, torch.float16]
+    # TorchNeuron's list (torch.amp.autocast accepts these dtypes for the device).
+    return [torch.float32, torch.float16, torch.bfloat16]
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
@@ -177,6 +253,10 @@ class Stream(torch.Stream):
 class _EventMeta(type):
     def __instancecheck__(cls, obj: Any) -> bool:
         return isinstance(obj, torch.Event) and obj.device.type == "neuron"
+
+    def __getattr__(cls, name: str) -> Any:
+        # Event.record, Event.elapsed_time, ...: torch.Event's methods (its instances' class).
+        return getattr(torch.Event, name)
 
 
 class Event(metaclass=_EventMeta):
@@ -208,8 +288,8 @@ def default_stream(device: Any = None) -> torch.Stream:
     return torch.Stream(stream_id=0, device_index=_index(device), device_type=_PRIVATEUSE1)
 
 
-def set_stream(s: torch.Stream) -> None:
-    torch.accelerator.set_stream(s)
+def set_stream(stream: torch.Stream) -> None:
+    torch.accelerator.set_stream(stream)
 
 
 class StreamContext:
@@ -240,15 +320,78 @@ def stream(stream: torch.Stream | None) -> StreamContext:
     return StreamContext(stream)
 
 
+# The current stream's operations, as TorchNeuron's torch.neuron has them.
+def wait_stream(stream: torch.Stream) -> None:
+    current_stream().wait_stream(stream)
+
+
+def wait_event(event: torch.Event) -> None:
+    current_stream().wait_event(event)
+
+
+def record_event(event: torch.Event | None = None) -> torch.Event:
+    s = current_stream()
+    if event is None:
+        return s.record_event()
+    event.record(s)
+    return event
+
+
+def query() -> bool:
+    return current_stream().query()
+
+
+def _sleep(cycles: int) -> None:
+    """TorchNeuron's ``torch.neuron._sleep`` does nothing (not implemented there); so here."""
+    del cycles
+
+
+# torch.compile's metrics in TorchNeuron's records (torch_neuronx.get_dynamo_metrics).
+def get_dynamo_metrics():
+    from torch_neuronx import get_dynamo_metrics as metrics
+
+    return metrics()
+
+
+def reset_dynamo_metrics() -> None:
+    from torch_neuronx import reset_dynamo_metrics as reset
+
+    reset()
+
+
 # ---- memory ----
 def memory_stats(device: Any = None) -> dict[str, Any]:
-    return dict(sorted(_C._memory_stats(_index(device)).items()))
+    """CUDA's flat keys (``"allocated_bytes.all.current"``, as torch.accelerator.memory_stats)
+    and TorchNeuron's (``stats["allocated_bytes"]["current"]``, ``"allocation_requests"``, ...;
+    ``torch_neuronx.memory_stats`` has only those): code written for either reads its own."""
+    flat = _C._memory_stats(_index(device))
+    return {**dict(sorted(flat.items())), **torchneuron_memory_stats(flat)}
+
+
+def torchneuron_memory_stats(flat: dict[str, Any]) -> dict[str, Any]:
+    """TorchNeuron's memory_stats schema from the allocator's CUDA-style statistics: byte
+    statistics as {current, peak, allocated, freed}, and its four counters."""
+
+    def byte_stat(key: str) -> dict[str, int]:
+        return {
+            k: int(flat.get(f"{key}.all.{k}", 0)) for k in ("current", "peak", "allocated", "freed")
+        }
+
+    return {
+        "allocated_bytes": byte_stat("allocated_bytes"),
+        "reserved_bytes": byte_stat("reserved_bytes"),
+        "active_bytes": byte_stat("active_bytes"),
+        "num_alloc_retries": int(flat.get("num_alloc_retries", 0)),
+        "num_ooms": int(flat.get("num_ooms", 0)),
+        "num_tensor_frees": int(flat.get("allocation.all.freed", 0)),
+        "allocation_requests": int(flat.get("allocation.all.allocated", 0)),
+    }
 
 
 def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
     """memory_stats() nested at its dots, as torch.cuda.memory_stats_as_nested_dict."""
     nested: dict[str, Any] = {}
-    for key, value in memory_stats(device).items():
+    for key, value in _C._memory_stats(_index(device)).items():
         *path, leaf = key.split(".")
         d = nested
         for part in path:
@@ -260,7 +403,7 @@ def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
 def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
     """A table of the allocator's statistics (current, peak, allocated and freed totals), as
     torch.cuda.memory_summary prints; abbreviated leaves out the per-pool rows."""
-    stats = memory_stats(device)
+    stats = _C._memory_stats(_index(device))
     rows = [
         ("Allocated memory", "allocated_bytes", True),
         ("Active memory", "active_bytes", True),
@@ -285,7 +428,8 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 
     idx = _index(device)
     head = f"{'Metric':<34}{'Cur Usage':>14}{'Peak Usage':>14}{'Tot Alloc':>14}{'Tot Freed':>14}"
-    lines = [f"neuron memory summary, device {idx} ({get_device_name(idx)})", head, "-" * len(head)]
+    # TorchNeuron's title line.
+    lines = [f"Neuron Memory Summary, Device {idx}", head, "-" * len(head)]
     for label, key, is_bytes in rows:
         for pool in pools:
             name = label if pool == "all" else f"  from {pool.replace('_pool', '')} pool"
@@ -373,6 +517,11 @@ def __getattr__(name: str):
     # dropout drew a different mask in the backward than in the forward (wrong gradients).
     if name == "_initialized":
         return is_initialized()
+    # torch.neuron.memory: TorchNeuron's memory module (its memory_stats schema).
+    if name == "memory":
+        import torch_neuronx.memory
+
+        return torch_neuronx.memory
     raise AttributeError(f"module 'torch.neuron' has no attribute {name!r}")
 
 
@@ -398,12 +547,20 @@ def initial_seed() -> int:
     return _generator().initial_seed()
 
 
-def get_rng_state(device: Any = "neuron") -> torch.Tensor:
+def get_rng_state(device: Any = None) -> torch.Tensor:
+    """The device generator's state: TorchNeuron's 16 bytes (seed, offset)."""
     return _generator(device).get_state()
 
 
-def set_rng_state(new_state: torch.Tensor, device: Any = "neuron") -> None:
-    _generator(device).set_state(new_state)
+def set_rng_state(
+    state: torch.Tensor | None = None, device: Any = None, *, new_state: torch.Tensor | None = None
+) -> None:
+    """Sets the device generator's state (TorchNeuron's ``state``; torch.cuda's keyword
+    ``new_state`` too). The CPU stream the device's random ops draw from is not touched."""
+    state = new_state if state is None else state
+    if state is None:
+        raise TypeError("set_rng_state() missing 1 required positional argument: 'state'")
+    _generator(device).set_state(state)
 
 
 def get_rng_state_all() -> list[torch.Tensor]:

@@ -84,6 +84,16 @@ RuntimeConfig RuntimeConfig::from_environment() {
     if (n == 0) throw ConfigError("NEURON_RT_NUM_CORES: must be at least 1");
     for (uint32_t i = 0; i < n; ++i) c.visible_cores.push_back(i);
   }
+  const std::string lnc = env("NEURON_LOGICAL_NC_CONFIG");
+  if (!lnc.empty()) {
+    if (lnc != "1" && lnc != "2") {
+      throw ConfigError(
+          fmt::format("NEURON_LOGICAL_NC_CONFIG: '{}' is not 1 or 2 (physical NeuronCores per "
+                      "logical NeuronCore)",
+                      lnc));
+    }
+    c.logical_nc = parse_uint(lnc, "NEURON_LOGICAL_NC_CONFIG");
+  }
   c.launch_blocking = env("NEURON_LAUNCH_BLOCKING") == "1";
   const std::string mode = env("NEURON_SIM_MODE");
   if (mode == "isa")
@@ -118,9 +128,29 @@ const RuntimeConfig& Runtime::pending() {
   return initialized() ? slot()->config_ : pending_config();
 }
 
-uint32_t Runtime::visible_device_count(const RuntimeConfig& config) {
+namespace {
+
+// The preset with the configuration's logical core size and overrides applied.
+device_model::Config load_config(const RuntimeConfig& config) {
   device_model::Config cfg = device_model::Config::load(config.preset);
+  if (config.logical_nc) {
+    const device_model::ChipParams chip = device_model::parse_chip_params(cfg);
+    if (*config.logical_nc > 1 && chip.logical_core_size == 1) {
+      throw ConfigError(fmt::format(
+          "NEURON_LOGICAL_NC_CONFIG={}: the {} preset ({}) has no logical NeuronCores of "
+          "several physical cores (LNC=2 is trn2's)",
+          *config.logical_nc, chip.preset_name, chip.instance_name));
+    }
+    cfg.apply_overrides({fmt::format("chip.logical_core_size={}", *config.logical_nc)});
+  }
   cfg.apply_overrides(config.overrides);
+  return cfg;
+}
+
+}  // namespace
+
+uint32_t Runtime::visible_device_count(const RuntimeConfig& config) {
+  device_model::Config cfg = load_config(config);
   const device_model::ChipParams chip = device_model::parse_chip_params(cfg);
   const uint32_t logical_total = chip.chips * chip.cores_per_chip / chip.logical_core_size;
   if (config.visible_cores.empty()) return logical_total;
@@ -135,8 +165,7 @@ uint32_t Runtime::visible_device_count(const RuntimeConfig& config) {
 }
 
 Runtime::Runtime(const RuntimeConfig& config) : config_(config) {
-  device_model::Config cfg = device_model::Config::load(config.preset);
-  cfg.apply_overrides(config.overrides);
+  device_model::Config cfg = load_config(config);
   const device_model::ChipParams chip = device_model::parse_chip_params(cfg);
   const uint32_t lnc = chip.logical_core_size;
   const uint32_t logical_total = chip.chips * chip.cores_per_chip / lnc;

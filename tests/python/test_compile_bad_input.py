@@ -115,9 +115,15 @@ def test_fusion_failure_falls_back_to_eager_kernels_with_a_warning(failing_fusio
     assert neuronsim.compile_stats()["fallback_graphs"] == before + 1
 
 
-def test_fusion_failure_raises_under_strict(failing_fusion, monkeypatch):
-    monkeypatch.setenv("NEURON_SIM_STRICT", "1")
-    with pytest.raises(Exception, match=r"NEURON_SIM_STRICT=1 forbids") as info:
+@pytest.mark.parametrize(
+    "variable", ["NEURON_SIM_STRICT", "TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"]
+)
+def test_fusion_failure_raises_under_strict(failing_fusion, monkeypatch, variable):
+    # TorchNeuron's TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 has the same effect.
+    monkeypatch.setenv(variable, "1")
+    with pytest.raises(
+        Exception, match=r"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 forbids"
+    ) as info:
         torch.compile(_fn, backend="neuron")(
             torch.randn(8, 16).to("neuron"), torch.randn(16, 8).to("neuron")
         )

@@ -28,7 +28,7 @@ _COUNT = """
         props = torch.neuron.get_device_properties(0)
         out["total_memory"] = props.total_memory
         out["physical_core"] = props.physical_core
-        out["name"] = torch.neuron.get_device_name(0)
+        out["name"] = props.name
     except RuntimeError as e:
         out["error"] = str(e)
     try:
@@ -160,7 +160,6 @@ def test_invalid_device_index_is_a_clear_error(restore_device):
 
 INVALID_INDEX_USES = {
     "get_device_properties": lambda: torch.neuron.get_device_properties(7),
-    "get_device_name": lambda: torch.neuron.get_device_name(7),
     "memory_allocated": lambda: torch.neuron.memory_allocated(7),
     "synchronize": lambda: torch.neuron.synchronize(7),
     "Stream": lambda: torch.neuron.Stream(device=7),
@@ -172,6 +171,7 @@ INVALID_INDEX_USES = {
 @pytest.mark.parametrize("use", list(INVALID_INDEX_USES))
 def test_invalid_device_index_is_rejected(use):
     # As on CUDA: naming a device that does not exist is an error, not a silent no-op.
+    # (get_device_name(7) is "neuron:7", as TorchNeuron formats it without asking the runtime.)
     with pytest.raises(RuntimeError, match="7"):
         INVALID_INDEX_USES[use]()
 
@@ -187,12 +187,14 @@ def test_synchronize_brings_host_clock_to_device_clock():
 
 
 def test_device_name_and_properties():
-    name = torch.neuron.get_device_name()
-    assert "NeuronCore 0" in name and "trn1" in name
-    assert "NeuronCore 1" in torch.neuron.get_device_name(1)
+    # As TorchNeuron reports them: the device string, and the instance family.
+    assert torch.neuron.get_device_name() == "neuron:0"
+    assert torch.neuron.get_device_name(1) == "neuron:1"
+    assert torch.neuron.get_device_name(torch.device("neuron", 1)) == "neuron:1"
     props = torch.neuron.get_device_properties(0)
-    assert props.name == name
+    assert props.name == "trn1"
     assert props.total_memory == 16 * GiB
+    assert repr(props) == f"<NeuronDeviceProperties(name='trn1', total_memory={16 * GiB})>"
     assert torch.neuron.get_device_properties("neuron:1").total_memory == 16 * GiB
     assert torch.neuron.get_device_properties(1).physical_core == 1
     assert "total_memory" in repr(props)

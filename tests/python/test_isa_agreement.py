@@ -727,15 +727,17 @@ def test_random_streams_agree_between_modes():
     outs = []
     for isa in (False, True):
         _C._set_isa_mode(isa)
+        saved = torch.neuron.get_rng_state()
+        torch.neuron.set_rng_state(_philox_region(1234, 7))
+        _C._set_philox_region(0, True)  # as DTensor's tracker opens it (_dtensor_rng.py)
         try:
-            saved = torch.neuron.get_rng_state()
-            torch.neuron.set_rng_state(_philox_region(1234, 7))
             a = torch.rand(1000, device="neuron")
             b = torch.randn(3, 333, device="neuron")
             c = torch.randint(0, 17, (500,), device="neuron", dtype=torch.int32)
             outs.append([t.cpu() for t in (a, b, c)])
-            torch.neuron.set_rng_state(saved)
         finally:
+            _C._set_philox_region(0, False)
+            torch.neuron.set_rng_state(saved)
             _C._set_isa_mode(False)
     for f, i in zip(*outs, strict=True):
         assert torch.allclose(f.double(), i.double(), rtol=1e-6, atol=1e-6)

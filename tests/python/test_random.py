@@ -1,7 +1,9 @@
-"""Random numbers on the device, as TorchNeuron draws them: each NeuronCore's generator is a CPU
-generator (mt19937), so a seeded run on neuron draws exactly what the same run draws on the CPU,
-and the RNG state is the CPU generator's (5056 bytes). DTensor's offset regions (16-byte Philox
-states) draw the ISA rng instruction's counter-based stream."""
+"""Random numbers on the device, as TorchNeuron draws them: its random ops run on the CPU, so a
+neuron draw comes from the CPU default generator (CPU and neuron draws interleave in one stream,
+and after torch.manual_seed a run on neuron draws what it draws on the CPU), while the device
+generator holds TorchNeuron's 16-byte Philox state (seed, offset) and torch.neuron's RNG calls
+leave the CPU stream alone. A generator the user creates draws its own Philox stream, as do
+DTensor's offset regions."""
 
 import warnings
 
@@ -9,6 +11,7 @@ import neuronsim
 import pytest
 import torch
 import torch.nn.functional as F
+from neuronsim import _C
 
 DRAWS = {
     "rand": lambda g=None: torch.rand(37, device="neuron", generator=g),
@@ -31,18 +34,23 @@ def _dropout(p=0.5, n=37):
     return F.dropout(torch.ones(n, device="neuron"), p=p, training=True)
 
 
+def _state(seed, offset=0):
+    raw = seed.to_bytes(8, "little") + offset.to_bytes(8, "little")
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+
+
 @pytest.mark.parametrize("name", list(DRAWS) + ["dropout"])
 def test_manual_seed_makes_draws_reproducible(name):
     draw = _dropout if name == "dropout" else DRAWS[name]
-    torch.neuron.manual_seed(1234)
+    torch.manual_seed(1234)
     a = draw().cpu()
     a2 = draw().cpu()
-    torch.neuron.manual_seed(1234)
+    torch.manual_seed(1234)
     b = draw().cpu()
     b2 = draw().cpu()
     assert torch.equal(a, b) and torch.equal(a2, b2)
     assert not torch.equal(a, a2)  # the stream moves on
-    torch.neuron.manual_seed(4321)
+    torch.manual_seed(4321)
     assert not torch.equal(draw().cpu(), a)
 
 
@@ -59,22 +67,23 @@ OTHER_DRAWS = {
 
 
 @pytest.mark.parametrize("name", list(OTHER_DRAWS))
-def test_device_generator_drives_every_random_op(name):
-    # Ops without a native kernel must still draw from the neuron generator: seeded by
-    # torch.neuron.manual_seed, and accepting a neuron Generator object.
+def test_every_random_op_draws_the_cpu_stream_or_a_given_generator(name):
+    # Ops without a native kernel too: seeded by torch.manual_seed, and a neuron Generator
+    # object gives its own reproducible stream.
     draw = OTHER_DRAWS[name]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.neuron.manual_seed(99)
+        torch.manual_seed(99)
         a = draw().cpu()
-        torch.neuron.manual_seed(99)
+        torch.manual_seed(99)
         b = draw().cpu()
-        assert torch.equal(a, b), "not reproducible with torch.neuron.manual_seed"
+        assert torch.equal(a, b), "not reproducible with torch.manual_seed"
         g = torch.Generator(device="neuron")
         g.manual_seed(5)
         c = draw(g).cpu()
         g.manual_seed(5)
         assert torch.equal(draw(g).cpu(), c)
+        assert g.get_offset() > 0  # the generator's stream moved on
 
 
 CPU_SAME = {
@@ -115,11 +124,20 @@ def test_seeded_draws_equal_the_cpu(name):
         torch.manual_seed(0)
         cpu = [draw("cpu", None) for _ in range(3)]
         assert all(torch.equal(a, b) for a, b in zip(dev, cpu, strict=True))
-        if name != "dropout":  # a Generator object's stream too
-            g, gc = torch.Generator(device="neuron"), torch.Generator()
-            g.manual_seed(17)
-            gc.manual_seed(17)
-            assert torch.equal(draw("neuron", g).cpu(), draw("cpu", gc))
+
+
+@pytest.mark.parametrize("name", list(CPU_SAME))
+def test_interleaved_cpu_and_neuron_draws_are_the_single_cpu_stream(name):
+    # TorchNeuron's random ops run on the CPU: a program alternating CPU and neuron draws takes
+    # them from one stream, the one a CPU-only program draws from.
+    draw = CPU_SAME[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(3)
+        mixed = [draw(d, None).cpu() for d in ("cpu", "neuron", "neuron", "cpu", "neuron")]
+        torch.manual_seed(3)
+        cpu = [draw("cpu", None) for _ in range(5)]
+    assert all(torch.equal(a, b) for a, b in zip(mixed, cpu, strict=True))
 
 
 def test_must_show_randn_4x4():
@@ -153,70 +171,83 @@ def test_dropout_training_step_matches_cpu_bit_for_bit():
 def test_torch_manual_seed_seeds_the_device():
     torch.manual_seed(77)
     assert torch.neuron.initial_seed() == 77
-    assert torch.equal(torch.neuron.get_rng_state(), torch.get_rng_state())
-    assert torch.equal(torch.neuron.get_rng_state("neuron:1"), torch.get_rng_state())
+    assert torch.equal(torch.neuron.get_rng_state(), _state(77))
+    assert torch.equal(torch.neuron.get_rng_state("neuron:1"), _state(77))
 
 
-def test_rng_state_is_the_cpu_generators():
+def test_rng_state_is_torchneurons_philox_state():
     torch.neuron.manual_seed(5)
-    torch.rand(3, device="neuron")
     s = torch.neuron.get_rng_state()
-    assert s.dtype == torch.uint8 and s.shape == (5056,) and s.device.type == "cpu"
-    x = torch.randn(100, device="neuron").cpu()
-    y = torch.rand(7, device="neuron").cpu()
+    assert s.dtype == torch.uint8 and s.shape == (16,) and s.device.type == "cpu"
+    assert torch.equal(s, _state(5))
+    torch.neuron.set_rng_state(_state(9, 12))
+    assert torch.neuron.initial_seed() == 9
+    assert torch.equal(torch.neuron.get_rng_state(), _state(9, 12))
     torch.neuron.set_rng_state(s)
-    assert torch.equal(torch.randn(100, device="neuron").cpu(), x)
-    assert torch.equal(torch.rand(7, device="neuron").cpu(), y)
-    # The CPU generator's state moves over as it is.
-    torch.set_rng_state(s)
-    assert torch.equal(torch.randn(100), x)
-    torch.manual_seed(5)
-    torch.rand(3)
-    torch.neuron.set_rng_state(torch.get_rng_state())
-    assert torch.equal(torch.randn(100, device="neuron").cpu(), x)
+    assert torch.equal(torch.neuron.get_rng_state(), s)
+    # 8 bytes: a seed alone, as TorchNeuron accepts.
+    torch.neuron.set_rng_state(_state(21)[:8].clone())
+    assert torch.equal(torch.neuron.get_rng_state(), _state(21))
+
+
+def test_neuron_rng_calls_leave_the_cpu_stream_alone():
+    # TorchNeuron's test_neuron_rng_independent_from_cpu.
+    torch.manual_seed(42)
+    cpu_only = [torch.randn(5) for _ in range(3)]
+    torch.manual_seed(42)
+    torch.neuron.manual_seed(123)
+    torch.neuron.get_rng_state()
+    torch.neuron.seed()
+    torch.neuron.initial_seed()
+    torch.neuron.set_rng_state(_state(7, 3))
+    with_neuron = [torch.randn(5) for _ in range(3)]
+    assert all(torch.equal(a, b) for a, b in zip(cpu_only, with_neuron, strict=True))
 
 
 def test_set_rng_state_rejects_a_bad_state():
-    with pytest.raises(RuntimeError, match="5056"):
-        torch.neuron.set_rng_state(torch.zeros(8, dtype=torch.uint8))
+    with pytest.raises(RuntimeError, match="wrong size"):
+        torch.neuron.set_rng_state(torch.zeros(5056, dtype=torch.uint8))
 
 
 def test_get_and_set_rng_state_all():
     torch.neuron.manual_seed_all(11)
     states = torch.neuron.get_rng_state_all()
-    assert len(states) == 2
-    a = [torch.rand(5, device=f"neuron:{i}").cpu() for i in range(2)]
+    assert len(states) == 2 and all(torch.equal(s, _state(11)) for s in states)
+    torch.neuron.set_rng_state_all([_state(1, 2), _state(3, 4)])
+    assert torch.equal(torch.neuron.get_rng_state("neuron:1"), _state(3, 4))
     torch.neuron.set_rng_state_all(states)
-    b = [torch.rand(5, device=f"neuron:{i}").cpu() for i in range(2)]
-    assert all(torch.equal(x, y) for x, y in zip(a, b, strict=False))
+    assert all(torch.equal(s, _state(11)) for s in torch.neuron.get_rng_state_all())
 
 
-def test_philox_region_state():
-    # DTensor's tracker sets a 16-byte (seed, offset) state: a counter-based Philox region.
-    # rand(8) covers Philox blocks 0-1; rand(4) twice draws block 0 then block 1.
-    saved = torch.neuron.get_rng_state()
-    region = torch.frombuffer(
-        bytearray((9).to_bytes(8, "little") + (0).to_bytes(8, "little")), dtype=torch.uint8
-    )
-    torch.neuron.set_rng_state(region)
-    whole = torch.rand(8, device="neuron").cpu()
-    assert torch.neuron.get_rng_state()[8:].view(torch.int64).item() == 2
-    torch.neuron.set_rng_state(region)
-    parts = torch.cat([torch.rand(4, device="neuron").cpu(), torch.rand(4, device="neuron").cpu()])
+def test_philox_region_draws_the_generators_stream():
+    # DTensor's tracker opens a region (python/neuronsim/_dtensor_rng.py): random ops draw the
+    # default generator's Philox stream at its offset, and the offset advances (rand(8) covers
+    # Philox blocks 0-1; rand(4) twice draws block 0 then block 1).
+    torch.neuron.set_rng_state(_state(9))
+    _C._set_philox_region(0, True)
+    try:
+        whole = torch.rand(8, device="neuron").cpu()
+        assert torch.neuron.get_rng_state()[8:].view(torch.int64).item() == 2
+        torch.neuron.set_rng_state(_state(9))
+        parts = torch.cat(
+            [torch.rand(4, device="neuron").cpu(), torch.rand(4, device="neuron").cpu()]
+        )
+    finally:
+        _C._set_philox_region(0, False)
     assert torch.equal(whole, parts)
-    torch.neuron.set_rng_state(saved)  # the CPU state ends the region
+    # Outside the region: the CPU stream again.
+    saved = torch.get_rng_state()
     after = torch.rand(4, device="neuron").cpu()
     torch.set_rng_state(saved)
     assert torch.equal(after, torch.rand(4))
 
 
-def test_each_core_has_its_own_generator():
-    torch.neuron.manual_seed_all(21)
+def test_cores_draw_from_the_one_cpu_stream():
+    torch.manual_seed(21)
     a = torch.rand(6, device="neuron:0").cpu()
-    torch.neuron.manual_seed_all(21)
-    torch.rand(40, device="neuron:1")  # leaves core 0's stream alone
-    assert torch.equal(torch.rand(6, device="neuron:0").cpu(), a)
-    assert not torch.equal(torch.rand(6, device="neuron:1").cpu(), a)
+    b = torch.rand(6, device="neuron:1").cpu()
+    torch.manual_seed(21)
+    assert torch.equal(a, torch.rand(6)) and torch.equal(b, torch.rand(6))
 
 
 def test_generator_objects():
@@ -226,32 +257,42 @@ def test_generator_objects():
     assert g.initial_seed() == 42
     torch.neuron.manual_seed(1)
     default_before = torch.neuron.get_rng_state()
+    cpu_before = torch.get_rng_state()
     a = {name: draw(g).cpu() for name, draw in DRAWS.items()}
-    assert torch.equal(
-        torch.neuron.get_rng_state(), default_before
-    )  # drawing from g leaves the default generator alone
+    # Drawing from g leaves the default generator and the CPU stream alone.
+    assert torch.equal(torch.neuron.get_rng_state(), default_before)
+    assert torch.equal(torch.get_rng_state(), cpu_before)
     g.manual_seed(42)
     b = {name: draw(g).cpu() for name, draw in DRAWS.items()}
     assert all(torch.equal(a[k], b[k]) for k in a)
     state = g.get_state()
-    assert state.dtype == torch.uint8 and state.numel() == 5056
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    assert state[8:].view(torch.int64).item() == g.get_offset() > 0
     x = torch.rand(9, device="neuron", generator=g).cpu()
     g.set_state(state)
     assert torch.equal(torch.rand(9, device="neuron", generator=g).cpu(), x)
-    # Same seed as the default generator: the same stream.
-    g.manual_seed(1)
-    torch.neuron.manual_seed(1)
-    assert torch.equal(
-        torch.rand(9, device="neuron", generator=g).cpu(), torch.rand(9, device="neuron").cpu()
-    )
     g1 = torch.Generator(device="neuron:1")
     assert g1.device == torch.device("neuron", 1)
     g1.manual_seed(3)
     assert torch.rand(4, device="neuron:1", generator=g1).is_neuron
 
 
+def test_generator_objects_draw_the_same_in_fast_and_isa_mode():
+    # The Philox stream is the rng instruction's: ISA mode computes the same values.
+    g = torch.Generator(device="neuron")
+    g.manual_seed(8)
+    fast = torch.rand(300, device="neuron", generator=g).cpu()
+    g.manual_seed(8)
+    _C._set_isa_mode(True)
+    try:
+        isa = torch.rand(300, device="neuron", generator=g).cpu()
+    finally:
+        _C._set_isa_mode(False)
+    assert torch.equal(fast, isa)
+
+
 def test_random_ops_are_native():
-    torch.neuron.manual_seed(0)
+    torch.manual_seed(0)
     neuronsim.clear_op_tracking()
     for draw in DRAWS.values():
         draw()
@@ -301,7 +342,7 @@ def test_isa_mode_multinomial_and_exponential_draw_from_the_device_stream():
 
     _C._set_isa_mode(True)
     try:
-        torch.neuron.manual_seed(7)
+        torch.manual_seed(7)
         e = torch.empty(100_000, device="neuron").exponential_(2.0).cpu()
         p = torch.tensor([0.1, 0.2, 0.7], device="neuron")
         with_rep = torch.multinomial(p.expand(4000, 3).contiguous(), 3, True).cpu()
@@ -324,7 +365,7 @@ N = 100_000
 
 
 def test_normal_statistics():
-    torch.neuron.manual_seed(2024)
+    torch.manual_seed(2024)
     z = torch.randn(N, device="neuron").cpu().double()
     assert abs(z.mean().item()) < 0.02
     assert abs(z.std().item() - 1) < 0.02
@@ -335,7 +376,7 @@ def test_normal_statistics():
 
 
 def test_uniform_statistics():
-    torch.neuron.manual_seed(2025)
+    torch.manual_seed(2025)
     u = torch.rand(N, device="neuron").cpu().double()
     assert u.min().item() >= 0 and u.max().item() < 1
     assert abs(u.mean().item() - 0.5) < 0.01
@@ -348,7 +389,7 @@ def test_uniform_statistics():
 
 
 def test_randint_statistics():
-    torch.neuron.manual_seed(2026)
+    torch.manual_seed(2026)
     r = torch.randint(3, 13, (N,), device="neuron").cpu()
     assert r.dtype == torch.int64
     assert r.min().item() == 3 and r.max().item() == 12
@@ -357,7 +398,7 @@ def test_randint_statistics():
 
 
 def test_bernoulli_rate():
-    torch.neuron.manual_seed(2027)
+    torch.manual_seed(2027)
     b = torch.bernoulli(torch.full((N,), 0.3, device="neuron")).cpu()
     assert set(b.unique().tolist()) == {0.0, 1.0}
     assert abs(b.mean().item() - 0.3) < 0.01
@@ -370,7 +411,7 @@ def test_bernoulli_rate():
 
 @pytest.mark.parametrize("p", [0.1, 0.25, 0.5])
 def test_dropout_scaling(p):
-    torch.neuron.manual_seed(2028)
+    torch.manual_seed(2028)
     x = torch.full((N,), 2.0, device="neuron")
     y = F.dropout(x, p=p, training=True).cpu()
     kept = y != 0
@@ -384,9 +425,9 @@ def test_dropout_scaling(p):
 def test_dropout_module_reproducible_with_seed():
     m = torch.nn.Dropout(0.5).to("neuron").train()
     x = torch.ones(64, device="neuron")
-    torch.neuron.manual_seed(8)
+    torch.manual_seed(8)
     a = m(x).cpu()
-    torch.neuron.manual_seed(8)
+    torch.manual_seed(8)
     assert torch.equal(m(x).cpu(), a)
 
 

@@ -105,13 +105,11 @@ def test_upsample_out_and_channels_last():
     torch.testing.assert_close(got.cpu(), F.interpolate(xc, scale_factor=2, mode="bilinear"))
 
 
-def test_upsample_bad_sizes_raise_like_cpu():
+def test_upsample_bad_sizes_raise_a_clear_error():
+    # A fixed expectation (PyTorch's shared size check), not whatever the host's kernel says.
     x = torch.randn(2, 3, 4, 5)
-    with pytest.raises(RuntimeError) as cpu:
-        torch._C._nn.upsample_nearest2d(x, [0, 10])
-    with pytest.raises(RuntimeError) as dev:
+    with pytest.raises(RuntimeError, match="Input and output sizes should be greater than 0"):
         torch._C._nn.upsample_nearest2d(x.to("neuron"), [0, 10])
-    assert str(cpu.value).split("(")[0] in str(dev.value)
 
 
 @pytest.mark.parametrize(

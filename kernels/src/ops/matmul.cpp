@@ -1,6 +1,7 @@
 // mm, bmm, mv, dot and their add* forms, and torch._scaled_mm: the kernel library's matmul on
 // TensorE eagerly; a matmul op of the IR (with its epilogue) in compiled graphs.
 #include <optional>
+#include <stdexcept>
 
 #include "neuronsim/kernels/graph/lowerer.h"
 #include "neuronsim/kernels/matmul.h"
@@ -53,6 +54,12 @@ Programs matmul_program(const OpCall& call, const TensorArg& a, const TensorArg&
 // output. Other forms (row-wise scales, scale_result, other dtypes) take the CPU path.
 bool scaled_mm_supported(const OpCall& call) {
   const TensorArg a = call.tensor(0), b = call.tensor(1), sa = call.tensor(2), sb = call.tensor(3);
+  // PyTorch's rule for every backend (its Meta kernel's), checked here: the CPU kernel the
+  // fallback would run answers by host (oneDNN on AMX-FP16 CPUs takes a float64 scale).
+  if (sa.defined && sb.defined && sa.numel() == 1 && sb.numel() == 1 &&
+      (sa.type != ScalarType::kFloat32 || sb.type != ScalarType::kFloat32))
+    throw std::invalid_argument(
+        "For tensorwise scaling, both scale_a and scale_b must be float (fp32) tensors.");
   if (!a.defined || !b.defined || !is_fp8(a.type) || !is_fp8(b.type) || a.dim() != 2 ||
       b.dim() != 2)
     return false;

@@ -39,7 +39,12 @@ _PREFIX = {"forward": "fw", "backward": "bw", "inference": "inf"}
 
 
 def _strict() -> bool:
-    return os.environ.get("NEURON_SIM_STRICT") == "1"
+    # TorchNeuron's TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 has the same effect: a graph that
+    # fails to compile raises instead of running eagerly.
+    return (
+        os.environ.get("NEURON_SIM_STRICT") == "1"
+        or os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION") == "1"
+    )
 
 
 def _symbols_of(gm: torch.fx.GraphModule) -> bool:
@@ -169,7 +174,8 @@ class CompiledGraph:
             if _strict():
                 raise RuntimeError(
                     f"neuronsim.compile: graph {self.name} failed to compile ({reason}); "
-                    "NEURON_SIM_STRICT=1 forbids running it with eager kernels"
+                    "NEURON_SIM_STRICT=1 or TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 forbids "
+                    "running it with eager kernels"
                 ) from e
             warnings.warn(
                 f"neuronsim.compile: graph {self.name} runs with eager kernels: {reason}",

@@ -7,7 +7,7 @@ by itself. Prints "rank R: accelerate ok ..."."""
 import copy
 
 import torch
-import torch_neuronx  # noqa: F401  (neuronsim's stand-in: the simulated neuron device)
+import torch_neuronx  # neuronsim's stand-in: the simulated neuron device
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
 from say import leave, say
@@ -65,6 +65,7 @@ rank, world = accelerator.process_index, accelerator.num_processes
 model = copy.deepcopy(reference)
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
 model, optimizer = accelerator.prepare(model, optimizer)
+torch_neuronx.clear_op_tracking()
 losses = train(model, optimizer, accelerator.backward, rank, world, accelerator.device)
 losses = [accelerator.reduce(x.clone(), reduction="mean").item() for x in losses]
 for got, want in zip(losses, cpu_losses, strict=True):
@@ -77,6 +78,9 @@ diffs = torch.cat(
     ]
 )
 assert diffs.max() <= 5e-3 and diffs.mean() <= 1e-5, (diffs.max(), diffs.mean())
+# It ran on the device: its matmuls were native, nothing took the CPU fallback.
+executed, fallbacks = torch_neuronx.get_executed_ops(), torch_neuronx.get_fallback_ops()
+assert "aten::mm" in executed and fallbacks == [], fallbacks
 say(
     f"rank {rank}: accelerate ok ({accelerator.distributed_type}, backend neuron, "
     f"{accelerator.device}): losses {[round(x, 4) for x in losses]} (cpu "

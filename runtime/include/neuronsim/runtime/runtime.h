@@ -34,6 +34,9 @@ struct RuntimeConfig {
   std::vector<uint32_t> visible_cores;
   bool launch_blocking = false;
   bool isa_mode = false;
+  /// Physical cores per logical core, as NEURON_LOGICAL_NC_CONFIG sets it for the Neuron
+  /// runtime (1 or 2); unset: the preset's. Applied before `overrides`.
+  std::optional<uint32_t> logical_nc;
 
   /// Reads the environment variables above; throws device_model::ConfigError naming a bad value.
   static RuntimeConfig from_environment();

@@ -154,15 +154,6 @@ Programs backward_elemt_program(const OpCall& call) {
   return {build_batch_norm_backward_elemt(call.name(), io, call.core())};
 }
 
-OpRule rule(const char* name, Programs (*build)(const OpCall&),
-            bool (*supports)(const OpCall&) = nullptr) {
-  OpRule r;
-  r.name = name;
-  r.build = build;
-  if (supports) r.supports = supports;
-  return r;
-}
-
 bool supported(const OpCall& call) {
   return supported_data(call, 0);
 }
@@ -171,24 +162,24 @@ bool supported(const OpCall& call) {
 
 std::vector<OpRule> batch_norm_rules() {
   std::vector<OpRule> ops;
-  OpRule with_running_stats = rule("aten::native_batch_norm", forward, supported);
+  OpRule with_running_stats = make_rule("aten::native_batch_norm", forward, supported);
   with_running_stats.writes = {"running_mean", "running_var"};
   ops.push_back(with_running_stats);
-  ops.push_back(rule("aten::_native_batch_norm_legit", forward, supported));
-  ops.push_back(rule("aten::_batch_norm_with_update", forward, supported));
-  ops.push_back(rule("aten::native_batch_norm_backward", backward, backward_supported));
-  ops.push_back(rule("aten::batch_norm_backward", backward, backward_supported));
+  ops.push_back(make_rule("aten::_native_batch_norm_legit", forward, supported));
+  ops.push_back(make_rule("aten::_batch_norm_with_update", forward, supported));
+  ops.push_back(make_rule("aten::native_batch_norm_backward", backward, backward_supported));
+  ops.push_back(make_rule("aten::batch_norm_backward", backward, backward_supported));
   for (OpRule& r : ops) r.cacheable = true;
   // nn.SyncBatchNorm's phases (built per call: elemt's backward reads the counts); CUDA-only
   // ops, whose host values the backend computes.
   const size_t sync_first = ops.size();
-  ops.push_back(rule("aten::batch_norm_stats", stats_program));
-  OpRule gather = rule("aten::batch_norm_gather_stats_with_counts", gather_stats_program);
+  ops.push_back(make_rule("aten::batch_norm_stats", stats_program));
+  OpRule gather = make_rule("aten::batch_norm_gather_stats_with_counts", gather_stats_program);
   gather.writes = {"running_mean", "running_var"};
   ops.push_back(gather);
-  ops.push_back(rule("aten::batch_norm_elemt", elemt_program));
-  ops.push_back(rule("aten::batch_norm_backward_reduce", backward_reduce_program));
-  ops.push_back(rule("aten::batch_norm_backward_elemt", backward_elemt_program));
+  ops.push_back(make_rule("aten::batch_norm_elemt", elemt_program));
+  ops.push_back(make_rule("aten::batch_norm_backward_reduce", backward_reduce_program));
+  ops.push_back(make_rule("aten::batch_norm_backward_elemt", backward_elemt_program));
   for (size_t i = sync_first; i < ops.size(); ++i) ops[i].backend_values = true;
   return ops;
 }

@@ -22,17 +22,11 @@ void lower_constant(Lowerer& l, double value) {
   l.copy(l.node().outputs.at(0), Arg::constant(static_cast<float>(value)));
 }
 
-OpRule rule(std::string name) {
-  OpRule r;
-  r.name = std::move(name);
-  return r;
-}
-
 }  // namespace
 
 std::vector<OpRule> copy_rules() {
   std::vector<OpRule> ops;
-  OpRule clone = rule("aten::clone");
+  OpRule clone = make_rule("aten::clone");
   clone.build = [](const OpCall& call) {
     return Programs{build_copy_grid(call.name(), call.tensor(0).desc, call.output(0).desc,
                                     call.core(), call.grid())};
@@ -40,7 +34,7 @@ std::vector<OpRule> copy_rules() {
   clone.lower = [](Lowerer& l) { lower_copy(l, "self"); };
   ops.push_back(clone);
 
-  OpRule cat = rule("aten::cat");
+  OpRule cat = make_rule("aten::cat");
   cat.build = [](const OpCall& call) {
     const TensorArg out = call.output(0);
     const int64_t dim = call.dim("dim", out.dim());
@@ -57,7 +51,7 @@ std::vector<OpRule> copy_rules() {
 
   for (const char* n : {"aten::tril", "aten::triu"}) {
     const bool lower = std::string(n) == "aten::tril";
-    OpRule tri = rule(n);
+    OpRule tri = make_rule(n);
     tri.build = [lower](const OpCall& call) {
       return Programs{build_triangle(call.name(), call.tensor(0).desc, call.output(0).desc,
                                      call.integer("diagonal", 0), lower, call.core())};
@@ -69,13 +63,13 @@ std::vector<OpRule> copy_rules() {
   // Casts and copies the framework emits in graphs (eagerly they are the device's copy path).
   for (const auto& [name, from] : std::initializer_list<std::pair<const char*, const char*>>{
            {"aten::_to_copy", "self"}, {"aten::copy", "src"}, {"aten::lift_fresh_copy", "self"}}) {
-    OpRule r = rule(name);
+    OpRule r = make_rule(name);
     r.lower = [from = from](Lowerer& l) { lower_copy(l, from); };
     ops.push_back(r);
   }
   // An in-place copy into a graph input (kept input mutations): the result lives in `self`
   // (the driver roots it there).
-  OpRule copy_ = rule("aten::copy_");
+  OpRule copy_ = make_rule("aten::copy_");
   copy_.lower = [](Lowerer& l) { lower_copy(l, "src"); };
   ops.push_back(copy_);
 
@@ -84,7 +78,7 @@ std::vector<OpRule> copy_rules() {
        std::initializer_list<std::pair<const char*, const char*>>{{"aten::full", "fill_value"},
                                                                   {"aten::full_like", "fill_value"},
                                                                   {"aten::scalar_tensor", "s"}}) {
-    OpRule r = rule(name);
+    OpRule r = make_rule(name);
     r.lower = [arg = arg](Lowerer& l) { lower_constant(l, l.number(arg, 0.0)); };
     ops.push_back(r);
   }
@@ -93,7 +87,7 @@ std::vector<OpRule> copy_rules() {
                                                              {"aten::zeros_like", 0.0},
                                                              {"aten::ones", 1.0},
                                                              {"aten::ones_like", 1.0}}) {
-    OpRule r = rule(name);
+    OpRule r = make_rule(name);
     r.lower = [value = value](Lowerer& l) { lower_constant(l, value); };
     ops.push_back(r);
   }

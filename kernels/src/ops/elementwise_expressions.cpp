@@ -607,8 +607,8 @@ std::vector<OpRule> elementwise_expression_rules() {
     const Arg r = e.alu(AluOp::kMultiply, m,
                         e.act(ActFunc::kSqrt, e.alu(AluOp::kMultiply, q, q), 1.0f, 1.0f));
     const Arg finite = e.select(e.alu(AluOp::kIsEqual, m, Arg::constant(0)), Arg::constant(0), r);
-    const Arg nan = e.alu(AluOp::kLogicalOr, e.alu(AluOp::kNotEqual, x, x),
-                          e.alu(AluOp::kNotEqual, y, y));
+    const Arg nan =
+        e.alu(AluOp::kLogicalOr, e.alu(AluOp::kNotEqual, x, x), e.alu(AluOp::kNotEqual, y, y));
     const Arg either_inf = e.alu(AluOp::kLogicalOr, e.alu(AluOp::kIsEqual, ax, Arg::constant(inf)),
                                  e.alu(AluOp::kIsEqual, ay, Arg::constant(inf)));
     return e.select(either_inf, Arg::constant(inf),

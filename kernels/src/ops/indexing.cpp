@@ -60,27 +60,18 @@ std::vector<Positions::Index> index_list(const std::vector<TensorArg>& tensors) 
   return out;
 }
 
-OpRule rule(std::string name, std::function<Programs(const OpCall&)> build,
-            std::function<bool(const OpCall&)> supports = nullptr) {
-  OpRule r;
-  r.name = std::move(name);
-  r.build = std::move(build);
-  r.supports = std::move(supports);
-  return r;
-}
-
 }  // namespace
 
 std::vector<OpRule> indexing_rules() {
   std::vector<OpRule> ops;
-  ops.push_back(rule("aten::index_select", [](const OpCall& call) {
+  ops.push_back(make_rule("aten::index_select", [](const OpCall& call) {
     const TensorArg self = call.tensor(0), out = call.output(0);
     const int64_t dim = call.dim("dim", self.dim());
     const Positions src =
         Positions::of(self.sizes()).index_select(dim, read_integers(call.tensor("index")));
     return indexed(call, self, src.values, out, Positions::of(out.sizes()).values, false);
   }));
-  ops.push_back(rule("aten::gather", [](const OpCall& call) {
+  ops.push_back(make_rule("aten::gather", [](const OpCall& call) {
     const TensorArg self = call.tensor(0), out = call.output(0), index = call.tensor("index");
     const int64_t dim = call.dim("dim", self.dim());
     const Positions src =
@@ -89,7 +80,7 @@ std::vector<OpRule> indexing_rules() {
   }));
   for (const char* n : {"aten::scatter", "aten::scatter_add"}) {
     const bool acc = std::string(n) == "aten::scatter_add";
-    ops.push_back(rule(
+    ops.push_back(make_rule(
         n,
         [acc](const OpCall& call) {
           const TensorArg out = call.output(0), index = call.tensor("index");
@@ -118,13 +109,13 @@ std::vector<OpRule> indexing_rules() {
         // scatter.value_reduce (a value combined in) has no program: CPU fallback.
         [](const OpCall& call) { return call.in_schema("src") || call.str("reduce").empty(); }));
   }
-  ops.push_back(rule("aten::index", [](const OpCall& call) {
+  ops.push_back(make_rule("aten::index", [](const OpCall& call) {
     const TensorArg self = call.tensor(0), out = call.output(0);
     const Positions src = Positions::of(self.sizes()).index(index_list(call.tensors("indices")));
     return indexed(call, self, src.values, out, Positions::of(out.sizes()).values, false);
   }));
   for (const char* n : {"aten::index_put", "aten::_index_put_impl"}) {
-    ops.push_back(rule(n, [](const OpCall& call) {
+    ops.push_back(make_rule(n, [](const OpCall& call) {
       const TensorArg out = call.output(0), values = call.tensor("values");
       const Positions dst = Positions::of(out.sizes()).index(index_list(call.tensors("indices")));
       const Positions src = Positions::of(values.sizes()).expand(dst.sizes);
@@ -135,7 +126,7 @@ std::vector<OpRule> indexing_rules() {
   }
   for (const char* n : {"aten::index_copy", "aten::index_add"}) {
     const bool acc = std::string(n) == "aten::index_add";
-    ops.push_back(rule(n, [acc](const OpCall& call) {
+    ops.push_back(make_rule(n, [acc](const OpCall& call) {
       const TensorArg out = call.output(0), source = call.tensor("source");
       const int64_t dim = call.dim("dim", out.dim());
       // index_add's alpha scales the source.
@@ -147,7 +138,7 @@ std::vector<OpRule> indexing_rules() {
                      from ? &*from : nullptr, alpha);
     }));
   }
-  ops.push_back(rule("aten::embedding_dense_backward", [](const OpCall& call) {
+  ops.push_back(make_rule("aten::embedding_dense_backward", [](const OpCall& call) {
     const TensorArg g = call.tensor("grad_output"), out = call.output(0);
     const std::vector<int64_t> ids = read_integers(call.tensor("indices"));
     const int64_t d = out.size(1), pad = call.integer("padding_idx", -1);

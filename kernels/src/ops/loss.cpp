@@ -43,9 +43,7 @@ std::vector<int64_t> broadcast_sizes(const std::vector<int64_t>& a, const std::v
 }
 
 OpRule rule(std::string name, bool cacheable, std::function<Programs(const OpCall&)> build) {
-  OpRule r;
-  r.name = std::move(name);
-  r.build = std::move(build);
+  OpRule r = make_rule(std::move(name), std::move(build));
   // Losses whose programs follow from shapes and scalars (not from target indices) may reuse
   // cached programs.
   r.cacheable = cacheable;

@@ -103,16 +103,6 @@ void lower_addmm(Lowerer& l, const char* a, const char* b) {
   l.pointwise(out);
 }
 
-OpRule rule(std::string name, std::function<Programs(const OpCall&)> build,
-            std::function<bool(const OpCall&)> supports, std::function<void(Lowerer&)> lower) {
-  OpRule r;
-  r.name = std::move(name);
-  r.build = std::move(build);
-  r.supports = std::move(supports);
-  r.lower = std::move(lower);
-  return r;
-}
-
 }  // namespace
 
 std::vector<OpRule> matmul_rules() {
@@ -123,22 +113,22 @@ std::vector<OpRule> matmul_rules() {
   auto lower_mm = [](Lowerer& l) {
     l.matmul(l.tensor("self"), l.tensor("mat2"), l.node().outputs.at(0));
   };
-  ops.push_back(rule("aten::mm", plain, all_float, lower_mm));
-  ops.push_back(rule("aten::bmm", plain, all_float, lower_mm));
-  ops.push_back(rule("aten::mv", plain, all_float, nullptr));
-  ops.push_back(rule("aten::dot", plain, all_float, nullptr));
+  ops.push_back(make_rule("aten::mm", plain, all_float, lower_mm));
+  ops.push_back(make_rule("aten::bmm", plain, all_float, lower_mm));
+  ops.push_back(make_rule("aten::mv", plain, all_float, nullptr));
+  ops.push_back(make_rule("aten::dot", plain, all_float, nullptr));
   auto with_bias = [](const OpCall& call) {
     const TensorArg bias = call.tensor(0);
     return matmul_program(call, call.tensor(1), call.tensor(2), &bias,
                           static_cast<float>(call.number("alpha", 1)),
                           static_cast<float>(call.number("beta", 1)));
   };
-  ops.push_back(rule("aten::addmm", with_bias, all_float,
-                     [](Lowerer& l) { lower_addmm(l, "mat1", "mat2"); }));
-  ops.push_back(rule("aten::baddbmm", with_bias, all_float,
-                     [](Lowerer& l) { lower_addmm(l, "batch1", "batch2"); }));
-  ops.push_back(rule("aten::addmv", with_bias, all_float, nullptr));
-  ops.push_back(rule(
+  ops.push_back(make_rule("aten::addmm", with_bias, all_float,
+                          [](Lowerer& l) { lower_addmm(l, "mat1", "mat2"); }));
+  ops.push_back(make_rule("aten::baddbmm", with_bias, all_float,
+                          [](Lowerer& l) { lower_addmm(l, "batch1", "batch2"); }));
+  ops.push_back(make_rule("aten::addmv", with_bias, all_float, nullptr));
+  ops.push_back(make_rule(
       "aten::_scaled_mm",
       [](const OpCall& call) {
         MatmulSpec spec;

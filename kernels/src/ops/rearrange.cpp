@@ -41,24 +41,15 @@ Programs linspace(const OpCall& call, bool log) {
                          static_cast<float>(*end_point(call, "end")), base, call.core())};
 }
 
-OpRule rule(std::string name, std::function<Programs(const OpCall&)> build,
-            std::function<bool(const OpCall&)> supports = nullptr) {
-  OpRule r;
-  r.name = std::move(name);
-  r.build = std::move(build);
-  r.supports = std::move(supports);
-  return r;
-}
-
 }  // namespace
 
 std::vector<OpRule> rearrange_rules() {
   std::vector<OpRule> ops;
-  ops.push_back(rule("aten::flip", [](const OpCall& call) {
+  ops.push_back(make_rule("aten::flip", [](const OpCall& call) {
     return Programs{build_flip(call.name(), call.tensor(0).desc, call.output(0).desc,
                                call.ints("dims"), call.core())};
   }));
-  ops.push_back(rule(
+  ops.push_back(make_rule(
       "aten::roll",
       [](const OpCall& call) {
         TensorDesc in = call.tensor(0).desc, out = call.output(0).desc;
@@ -76,13 +67,13 @@ std::vector<OpRule> rearrange_rules() {
         if (!in.defined || !call.ints("dims").empty()) return true;
         return in.is_contiguous() && call.ints("shifts").size() == 1;
       }));
-  ops.push_back(rule("aten::eye", [](const OpCall& call) {
+  ops.push_back(make_rule("aten::eye", [](const OpCall& call) {
     return Programs{build_eye(call.name(), call.output(0).desc, call.core())};
   }));
-  ops.push_back(rule(
+  ops.push_back(make_rule(
       "aten::linspace", [](const OpCall& call) { return linspace(call, false); },
       [](const OpCall& call) { return linspace_supported(call, false); }));
-  ops.push_back(rule(
+  ops.push_back(make_rule(
       "aten::logspace", [](const OpCall& call) { return linspace(call, true); },
       [](const OpCall& call) { return linspace_supported(call, true); }));
   return ops;

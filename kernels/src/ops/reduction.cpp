@@ -115,12 +115,7 @@ void lower_reduce(Lowerer& l, ReduceOp r, bool mean, bool nonzero = false) {
 OpRule rule(std::string name, std::function<Programs(const OpCall&)> build,
             std::function<bool(const OpCall&)> supports = reduce_supported,
             std::function<void(Lowerer&)> lower = nullptr) {
-  OpRule r;
-  r.name = std::move(name);
-  r.build = std::move(build);
-  r.supports = std::move(supports);
-  r.lower = std::move(lower);
-  return r;
+  return make_rule(std::move(name), std::move(build), std::move(supports), std::move(lower));
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 #include <unordered_map>
+#include <utility>
 
 #include "rule_tables.h"
 
@@ -57,6 +58,17 @@ std::vector<OpRule> all_rules() {
 }
 
 }  // namespace
+
+OpRule make_rule(std::string name, std::function<Programs(const OpCall&)> build,
+                 std::function<bool(const OpCall&)> supports,
+                 std::function<void(graph::Lowerer&)> lower) {
+  OpRule r;
+  r.name = std::move(name);
+  r.build = std::move(build);
+  r.supports = std::move(supports);
+  r.lower = std::move(lower);
+  return r;
+}
 
 const std::vector<OpRule>& op_rules() {
   static const std::vector<OpRule> rules = all_rules();

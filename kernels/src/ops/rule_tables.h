@@ -1,5 +1,7 @@
 #pragma once
 // Each op family's rules, one table per file of this folder; registry.cpp joins them.
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "neuronsim/kernels/ops/op_rule.h"
@@ -32,6 +34,11 @@ std::vector<OpRule> compaction_rules();              // compaction.cpp
 std::vector<OpRule> histogram_rules();               // histogram.cpp
 std::vector<OpRule> membership_rules();              // membership.cpp
 std::vector<OpRule> batch_norm_rules();              // batch_norm.cpp
+
+/// A rule from its facets; the flags keep their defaults (each table sets the ones it needs).
+OpRule make_rule(std::string name, std::function<Programs(const OpCall&)> build = nullptr,
+                 std::function<bool(const OpCall&)> supports = nullptr,
+                 std::function<void(graph::Lowerer&)> lower = nullptr);
 
 /// x ** p for a constant p: the exact cases as multiplies and roots, otherwise the ALU's pow.
 Arg constant_power(Expr& e, Arg x, double p);

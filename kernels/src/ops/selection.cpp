@@ -76,20 +76,11 @@ bool small_float(ScalarType t) {
   return t == ScalarType::kFloat32 || t == ScalarType::kBFloat16 || t == ScalarType::kFloat16;
 }
 
-OpRule rule(std::string name, std::function<Programs(const OpCall&)> build,
-            std::function<bool(const OpCall&)> supports) {
-  OpRule r;
-  r.name = std::move(name);
-  r.build = std::move(build);
-  r.supports = std::move(supports);
-  return r;
-}
-
 }  // namespace
 
 std::vector<OpRule> selection_rules() {
   std::vector<OpRule> ops;
-  ops.push_back(rule(
+  ops.push_back(make_rule(
       "aten::topk",
       [](const OpCall& call) {
         return select(call, call.integer("k", 1), call.boolean("largest", true));
@@ -104,7 +95,7 @@ std::vector<OpRule> selection_rules() {
         return fits(call, dim, std::numeric_limits<int64_t>::max()) &&
                long_topk_fits(n, call.integer("k", 1), core);
       }));
-  ops.push_back(rule(
+  ops.push_back(make_rule(
       "aten::sort",
       [](const OpCall& call) {
         const TensorArg in = call.tensor(0);
@@ -126,7 +117,7 @@ std::vector<OpRule> selection_rules() {
       }));
   for (const char* n : {"aten::cumsum", "aten::cumprod"}) {
     const bool product = std::string(n) == "aten::cumprod";
-    ops.push_back(rule(
+    ops.push_back(make_rule(
         n,
         [product](const OpCall& call) {
           const TensorArg in = call.tensor(0);

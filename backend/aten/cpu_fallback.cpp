@@ -1,4 +1,5 @@
 #include "aten/cpu_fallback.h"
+#include "aten/kernel_report.h"
 #include "host_stages.h"
 
 #include <ATen/ATen.h>
@@ -336,7 +337,7 @@ void neuron_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack
   // own; the graph's fused programs give its time.
   const bool fused = capture_mode() == CaptureMode::kSkip;
   if (!in_fallback() && !fused) {
-    OpTracker::get().kernel_fallback(OpTracker::full_name(op.operator_name()), reason);
+    report_fallback_kernel(OpTracker::full_name(op.operator_name()), reason);
   }
   std::optional<OpScope> scope;
   if (!fused) {

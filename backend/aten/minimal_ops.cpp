@@ -15,6 +15,7 @@
 #include "accelerator/hooks.h"
 #include "aten/capture_mode.h"
 #include "aten/device_tensor.h"
+#include "aten/kernel_report.h"
 #include "aten/native_boxed.h"
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
@@ -123,7 +124,7 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
         isa_mode() && self.scalar_type() != at::kDouble && dst.scalar_type() != at::kDouble);
     if (!in_fallback()) {
       static const c10::OperatorName kCopy("aten::copy_", "");
-      OpTracker::get().kernel_native(kCopy, false);
+      report_native_kernel(kCopy, false);
     }
     return dst;
   }

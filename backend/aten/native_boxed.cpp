@@ -1,4 +1,5 @@
 #include "aten/native_boxed.h"
+#include "aten/kernel_report.h"
 #include "host_stages.h"
 
 #include <ATen/ATen.h>
@@ -132,7 +133,7 @@ void read_count(const c10::Device& device, const at::Tensor& count) {
 
 void record_native(const c10::OperatorName& name, bool at32) {
   sim::HostStageScope stage(stages::kOpTracking);
-  if (!in_fallback()) OpTracker::get().kernel_native(name, at32);
+  if (!in_fallback()) report_native_kernel(name, at32);
 }
 
 std::string base_name(const c10::OperatorHandle& op) {

@@ -7,7 +7,6 @@
 #include <mutex>
 
 #include "aten/native_ops.h"
-#include "aten/op_observer.h"
 
 namespace neuronsim::backend {
 namespace {
@@ -67,21 +66,7 @@ std::string base_of(const std::string& full) {
 
 }  // namespace
 
-void OpTracker::kernel_native(const c10::OperatorName& op, bool computed_at_32_bits) {
-  if (open_tracked_ops() > 0) {
-    note_native_in_open_ops();
-    if (computed_at_32_bits) note_32bit_in_open_ops();
-    return;
-  }
-  record(intern(full_name(op)), false, computed_at_32_bits);
-}
-
-void OpTracker::kernel_fallback(const std::string& op, const std::string& reason) {
-  // Counted before the strict check: an op refused under NEURON_SIM_STRICT=1 is a fallback op.
-  if (open_tracked_ops() > 0)
-    note_fallback_in_open_ops();
-  else
-    record(intern(op), true, false);
+void OpTracker::refuse_or_warn_fallback(const std::string& op, const std::string& reason) {
   TORCH_CHECK(!strict(), op, " is not implemented natively for the neuron device", reason,
               "; NEURON_SIM_STRICT=1 forbids the CPU fallback");
   // TorchNeuron's switch: an op it implements falls back only when it has no implementation

@@ -8,7 +8,7 @@
 // a backend kernel that is not a view), and not recorded at all when it only changed metadata
 // (views, unsqueeze, atleast_2d, contiguous on a contiguous tensor), which TorchNeuron does not
 // count as executed either. The ops are seen by a RecordFunction observer (op_observer.h); the
-// backend's kernels report to the ops open on their thread (kernel_native / kernel_fallback).
+// backend's kernels report to the ops open on their thread (kernel_report.h).
 // Per-op counts for the report, a once-per-op warning for fallbacks, NEURON_SIM_STRICT=1
 // turning a fallback into an error, TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1 turning
 // one of an op with a device kernel into TorchNeuron's error.
@@ -33,12 +33,9 @@ class OpTracker {
  public:
   static OpTracker& get();
 
-  /// A backend kernel computed `op` natively. Counted on the ops open on this thread (the
-  /// observer's); recorded under `op` itself when none is open.
-  void kernel_native(const c10::OperatorName& op, bool computed_at_32_bits);
-  /// A backend kernel sent `op` to the CPU fallback: makes every op open on this thread a
-  /// fallback, warns once per op (TORCH_WARN), throws c10::Error under NEURON_SIM_STRICT=1.
-  void kernel_fallback(const std::string& op, const std::string& reason);
+  /// A kernel sent `op` to the CPU fallback (kernel_report.h counted it): throws c10::Error
+  /// under NEURON_SIM_STRICT=1 or where TorchNeuron's switch forbids it, else warns once per op.
+  void refuse_or_warn_fallback(const std::string& op, const std::string& reason);
 
   /// "aten::add.Tensor", "aten::zeros", "aten::empty": the name TorchNeuron reports.
   static std::string full_name(const c10::OperatorName& op);

@@ -19,6 +19,7 @@
 #include "accelerator/context.h"
 #include "accelerator/generator.h"
 #include "aten/device_tensor.h"
+#include "aten/kernel_report.h"
 #include "aten/native_boxed.h"
 #include "aten/op_observer.h"
 #include "aten/op_scope.h"
@@ -90,7 +91,7 @@ void run(const char* op, const at::Tensor& out, kernels::RandomSpec spec,
                                               r.device().params().core);
   });
   launch_programs(out.device(), program, isa_mode() && out.is_contiguous());
-  OpTracker::get().kernel_native(c10::OperatorName(op, ""), is_64bit(out.scalar_type()));
+  report_native_kernel(c10::OperatorName(op, ""), is_64bit(out.scalar_type()));
 }
 
 // `host_fill` draws the CPU stream's values into a CPU view with the CPU default generator.
@@ -178,7 +179,7 @@ void multinomial_with_replacement(at::Tensor& result, const at::Tensor& self, in
                                               passes, r.device().params().core);
   });
   launch_programs(result.device(), programs, false);
-  OpTracker::get().kernel_native(c10::OperatorName("aten::multinomial", ""), true);
+  report_native_kernel(c10::OperatorName("aten::multinomial", ""), true);
 }
 
 int64_t default_to(const at::Tensor& t) {

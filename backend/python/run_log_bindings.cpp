@@ -10,6 +10,7 @@
 
 #include "accelerator/context.h"
 #include "neuronsim/runtime/run_log.h"
+#include "neuronsim/runtime/run_replay.h"
 
 namespace neuronsim::backend {
 namespace {

@@ -6,6 +6,7 @@
 
 #include "neuronsim/device_model/instructions.h"
 #include "neuronsim/runtime/run_log.h"
+#include "neuronsim/runtime/run_replay.h"
 #include "neuronsim/runtime/runtime.h"
 
 namespace neuronsim {

@@ -20,7 +20,6 @@
 
 namespace neuronsim::runtime {
 
-class Runtime;
 struct Event;
 
 class RunLog {
@@ -80,9 +79,5 @@ class RunLog {
 };
 
 inline constexpr const char* kRunLogFormat = "neuronsim-runlog/1";
-
-/// Runs a replayable log on `rt` (a runtime configured with the preset to re-time with, nothing
-/// launched yet): the programs timing-only, the host charges at `rt`'s preset's costs.
-void replay(const RunLog& log, Runtime& rt);
 
 }  // namespace neuronsim::runtime

@@ -1,5 +1,7 @@
 #include "aten/capture_mode.h"
 
+#include "aten/op_capture.h"
+
 namespace neuronsim::backend {
 namespace {
 thread_local CaptureMode t_mode = CaptureMode::kOff;
@@ -19,6 +21,18 @@ CaptureScope::CaptureScope(CaptureMode mode, std::vector<device_model::Program>*
 CaptureScope::~CaptureScope() {
   t_mode = previous_;
   t_target = previous_target_;
+}
+
+const OpCapture& op_capture() {
+  switch (t_mode) {
+    case CaptureMode::kSkip:
+      return fused_capture();
+    case CaptureMode::kCollect:
+      return collect_capture();
+    case CaptureMode::kOff:
+      break;
+  }
+  return eager_capture();
 }
 
 void collect_programs(const std::vector<device_model::Program>& programs) {

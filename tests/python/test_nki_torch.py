@@ -96,13 +96,14 @@ def test_nki_rmsnorm_trains_like_the_torch_op_eager():
 
 
 def test_nki_rmsnorm_under_torch_compile():
-    torch._dynamo.reset()  # graph breaks count from here (earlier tests' are dynamo's too)
+    # Dynamo counts graph breaks for the whole process: earlier tests' are in the count.
+    breaks_before = neuronsim.compile_stats()["graph_breaks"]
     ref = _train(torch_rmsnorm)
     got = _train(nki_rmsnorm, compile_model=True)
     np.testing.assert_allclose(got, ref, rtol=1e-5)
     stats = neuronsim.compile_stats()
     # One forward and one backward graph; the kernel is one eager node inside the launch.
-    assert stats["graph_breaks"] == 0
+    assert stats["graph_breaks"] == breaks_before
     assert any(g["eager_nodes"].get("nkitest::rmsnorm") == 1 for g in stats["per_graph"])
 
 

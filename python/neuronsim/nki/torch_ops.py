@@ -90,11 +90,19 @@ def _fake_outputs(kernel, args, kwargs):
     return one(result)
 
 
-def wrap_nki(kernel):
-    return NKIHOPCaller(kernel)
+def wrap_nki(nki_kernel, **kwargs):
+    """The kernel as a PyTorch callable (``wrap_nki(kernel)[grid](*tensors)``), TorchNeuron's
+    signature; its compiler options (keyword arguments) have no meaning here and are refused."""
+    if kwargs:
+        raise TypeError(
+            f"wrap_nki: neuronsim does not model the options {sorted(kwargs)} "
+            "(they configure the Neuron compiler)"
+        )
+    return NKIHOPCaller(nki_kernel)
 
 
-def nki_op(name, fn=None, *, mutates_args=(), schema=None, device_types=None):
+def nki_op(name, fn=None, mutates_args={}, *, schema=None, device_types=None):  # noqa: B006
+    # mutates_args={} as TorchNeuron's signature has it (never mutated here).
     """Registers `fn` (which calls ``wrap_nki(kernel)``) as the custom operator `name`; the
     result is a ``torch.library.custom_op`` (``register_autograd`` and ``register_fake``
     available)."""

@@ -90,7 +90,8 @@ def _graph_breaks() -> tuple[int, dict[str, int]]:
 
 def compile_stats() -> dict:
     """Counts (numbers) and their explanations (lists and dicts) since the process started;
-    graph breaks are dynamo's count since the last ``torch._dynamo.reset()``."""
+    graph breaks are dynamo's count in this process (``torch._dynamo.utils.counters``, which
+    ``torch._dynamo.reset()`` leaves alone)."""
     out: dict = dict(_counts)
     out["graph_breaks"], out["graph_break_reasons"] = _graph_breaks()
     out["recompile_reasons"] = list(_recompile_reasons)

@@ -4,9 +4,9 @@
 // infinities, NaN, magnitudes whose squares overflow).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <functional>
 #include <limits>
 #include <string>
@@ -27,8 +27,8 @@ constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 
 // Operand values: 300 of them (more rows than one tile), the edges first.
 std::vector<float> values(int which) {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 2.5f, -2.5f, 3.0f, -3.0f, 7.0f, -7.0f,
-                          3e30f, -3e30f, 1e-30f, kInf, -kInf, kNan, 0.5f, -0.5f, 1e20f, 6.0f};
+  std::vector<float> v = {0.0f,  -0.0f,  1.0f,   -1.0f, 2.5f,  -2.5f, 3.0f, -3.0f, 7.0f,  -7.0f,
+                          3e30f, -3e30f, 1e-30f, kInf,  -kInf, kNan,  0.5f, -0.5f, 1e20f, 6.0f};
   if (which == 1) std::rotate(v.begin(), v.begin() + 7, v.end());
   for (int i = 0; v.size() < 300; ++i) {
     v.push_back(static_cast<float>(std::sin(i * 0.37 + which) * (1 + i % 17)));
@@ -70,7 +70,8 @@ TEST_P(ElementwiseRule, ProgramComputesTheCpuFormula) {
   std::memcpy(hbm + bytes, b.data(), bytes);
   FakeOpCall call(c.op, dev->params().core);
   call.arg("self", FakeOpCall::hbm(0, ScalarType::kFloat32, {n}, hbm));
-  if (c.inputs > 1) call.arg("other", FakeOpCall::hbm(bytes, ScalarType::kFloat32, {n}, hbm + bytes));
+  if (c.inputs > 1)
+    call.arg("other", FakeOpCall::hbm(bytes, ScalarType::kFloat32, {n}, hbm + bytes));
   for (const auto& [name, v] : c.numbers) call.arg(name, v);
   call.out(FakeOpCall::hbm(2 * bytes, ScalarType::kFloat32, {n}, hbm + 2 * bytes));
 
@@ -106,13 +107,17 @@ INSTANTIATE_TEST_SUITE_P(
     Rules, ElementwiseRule,
     ::testing::Values(
         // std::hypot: no overflow for magnitudes whose squares overflow, inf beats NaN.
-        Case{"aten::hypot", 2, {},
+        Case{"aten::hypot",
+             2,
+             {},
              [](double a, double b) {
                return std::hypot(static_cast<float>(a), static_cast<float>(b));
              },
              4},
         Case{"aten::add", 2, {{"alpha", 2.0}}, [](double a, double b) { return a + 2 * b; }, 1},
-        Case{"aten::remainder", 2, {},
+        Case{"aten::remainder",
+             2,
+             {},
              [](double ad, double bd) {
                const float a = static_cast<float>(ad), b = static_cast<float>(bd);
                const float r = std::fmod(a, b);
@@ -120,9 +125,14 @@ INSTANTIATE_TEST_SUITE_P(
              },
              2},
         Case{"aten::floor_divide", 2, {}, floor_div, 2},
-        Case{"aten::hardswish", 1, {},
-             [](double x, double) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; }, 2},
-        Case{"aten::softplus", 1, {{"beta", 2.0}, {"threshold", 10.0}},
+        Case{"aten::hardswish",
+             1,
+             {},
+             [](double x, double) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; },
+             2},
+        Case{"aten::softplus",
+             1,
+             {{"beta", 2.0}, {"threshold", 10.0}},
              [](double x, double) { return 2 * x > 10 ? x : std::log1p(std::exp(2 * x)) / 2; },
              64}),
     [](const ::testing::TestParamInfo<Case>& i) { return i.param.op.substr(6); });

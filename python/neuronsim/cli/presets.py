@@ -1,7 +1,7 @@
 """The hardware presets: every parameter with value and source. The built-in ones are the JSON
-files compiled into the extension (device_model/presets/*.json, through neuronsim._C), as the runtime
-reads them; a preset given as a path (``--preset my.json``) is read from that path, as the
-runtime does.
+files compiled into the extension (device_model/presets/*.json, through neuronsim._C), as the
+runtime reads them; a preset given as a path (``--preset my.json``) is read from that path, as
+the runtime does.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 #include "graph_op_call.h"
 #include "neuronsim/kernels/compiler/attention_region.h"
 #include "neuronsim/kernels/compiler/group_program.h"
+#include "neuronsim/kernels/compiler/program_bound.h"
 #include "neuronsim/kernels/ops/op_rule.h"
 #include "neuronsim/kernels/ops/tensor_values.h"
 
@@ -149,6 +150,77 @@ std::optional<KernelBuild> build_kernel_node(const Graph& g, int n,
   return std::nullopt;
 }
 
+// The library's program for a matmul region's product node, when the cost model bounds it plus
+// the rest of the region (as a tile region reading the product from HBM) below the fused region
+// (`fused`, already emitted): the reason to keep the node whole, else empty. The fused region
+// saves the product's trip through HBM; the library's matmul pipelines its loads, transposes and
+// PSUM evacuations better (transposes batched per PSUM bank, evacuations shared by VectorE and
+// ScalarE), which for a small product with natural operands outweighs that.
+std::string library_matmul_choice(const CompiledGraph& cg, const Graph& g, int r,
+                                  const device_model::Program& fused,
+                                  const device_model::CoreParams& half,
+                                  const device_model::CoreParams& core,
+                                  std::map<int, KernelBuild>* kernel_builds) {
+  const Partition& p = cg.partition;
+  const Region& region = p.regions.at(static_cast<size_t>(r));
+  const Op& mm = cg.lowered.ops.at(static_cast<size_t>(region.ops.at(0)));
+  if (mm.kind != Op::Kind::kMatmul || mm.node < 0) return "";
+  const Node& node = g.nodes().at(static_cast<size_t>(mm.node));
+  const ops::OpRule* rule = ops::find_op_rule(node.op);
+  if (!rule || !rule->build || !node.device_kernel || rule->backend_values || rule->shape_sync)
+    return "";
+  std::string why;
+  bool values = false;
+  // Against the whole core, as eager mode runs it: the kernel's pipeline depth comes from the
+  // PSUM banks, which a half window halves (the linker makes neighbours wait for the memory).
+  auto kernel = build_kernel_node(g, mm.node, core, core, &why, &values);
+  if (!kernel) return "";
+  double library_s = 0;
+  for (const auto& prog : kernel->programs) library_s += program_bound(prog, core).seconds;
+  // The rest of the region: its ops of other nodes, reading the node's outputs from HBM.
+  std::vector<int> rest;
+  for (int o : region.ops) {
+    if (cg.lowered.ops.at(static_cast<size_t>(o)).node != mm.node) rest.push_back(o);
+  }
+  const std::set<int> outs(node.outputs.begin(), node.outputs.end());
+  std::vector<int> stores;
+  for (size_t v = 0; v < p.stored_by.size(); ++v) {
+    if (p.stored_by[v] == r && !outs.count(static_cast<int>(v)))
+      stores.push_back(static_cast<int>(v));
+  }
+  double rest_s = 0;
+  if (!rest.empty()) {
+    std::string rest_why;
+    auto spec = build_region_spec(cg.lowered, rest, stores, &rest_why);
+    if (!spec || spec->matmul) return "";
+    spec->tile.name = cg.region_name.at(static_cast<size_t>(r)) + " (epilogue)";
+    try {
+      try {
+        rest_s = program_bound(emit(*spec, half), core).seconds;
+      } catch (const std::length_error&) {
+        rest_s = program_bound(emit(*spec, core), core).seconds;
+      }
+    } catch (const std::exception&) {
+      return "";
+    }
+  }
+  const ProgramBound f = program_bound(fused, core);
+  if (std::getenv("NEURONSIM_COMPILE_DEBUG")) {
+    std::fputs(
+        fmt::format("{}: fused bound {:.2f} us ({}), library {} {:.2f} us + rest {:.2f} us\n",
+                    cg.region_name.at(static_cast<size_t>(r)), f.seconds * 1e6, f.resource, node.op,
+                    library_s * 1e6, rest_s * 1e6)
+            .c_str(),
+        stderr);
+  }
+  if (library_s + rest_s >= f.seconds) return "";
+  kernel_builds->emplace(mm.node, std::move(*kernel));
+  return fmt::format(
+      "the library's matmul, as the cost model bounds it plus the rest of its fused region at "
+      "{:.1f} us against {:.1f} us for the fused region ({}-bound)",
+      (library_s + rest_s) * 1e6, f.seconds * 1e6, f.resource);
+}
+
 std::string nodes_of(const LoweredGraph& g, const Region& r, std::vector<int>* nodes) {
   std::string s;
   std::set<int> seen;
@@ -182,6 +254,10 @@ CompiledGraph compile_graph(const Graph& g, const device_model::CoreParams& core
   // on the partition); those whose rule needs tensor values are the data-dependent ones.
   std::map<int, KernelBuild> kernel_builds;
   std::vector<bool> needs_values(g.nodes().size(), false);
+  // Matmul nodes kept whole as the library's matmul (the cost model's choice), with the reason;
+  // the choice is made once per node, the first time its fused region is emitted.
+  std::vector<std::string> library_matmul(g.nodes().size());
+  std::set<int> matmul_chosen;
   CompiledGraph cg;
   cg.name = opt.name;
   for (int attempt = 1;; ++attempt) {
@@ -189,7 +265,7 @@ CompiledGraph compile_graph(const Graph& g, const device_model::CoreParams& core
       throw std::logic_error(opt.name + ": the fusion pass did not converge");
     }
     cg.attempts = attempt;
-    cg.lowered = lower(g, opaque);
+    cg.lowered = lower(g, opaque, library_matmul);
     bool kernels_failed = false;
     for (const Op& op : cg.lowered.ops) {
       if (op.kind != Op::Kind::kKernel || kernel_builds.count(op.node)) continue;
@@ -369,6 +445,24 @@ CompiledGraph compile_graph(const Graph& g, const device_model::CoreParams& core
       }
       continue;
     }
+    // The fused matmul regions against the library's matmul (a node whose choice flips is
+    // lowered whole and the graph partitioned again).
+    bool chose_library = false;
+    for (const Unit& u : units) {
+      const size_t r = u.regions[0];
+      if (!opt.library_matmuls || u.regions.size() != 1 ||
+          p.regions[r].kind != Region::Kind::kMatmul)
+        continue;
+      const int node = cg.lowered.ops.at(static_cast<size_t>(p.regions[r].ops.at(0))).node;
+      if (!matmul_chosen.insert(node).second) continue;
+      std::string why = library_matmul_choice(cg, g, static_cast<int>(r), u.part.program, half,
+                                              core, &kernel_builds);
+      if (!why.empty()) {
+        library_matmul[static_cast<size_t>(node)] = std::move(why);
+        chose_library = true;
+      }
+    }
+    if (chose_library) continue;
     // Segments: split at host regions.
     cg.segments.assign(static_cast<size_t>(p.segments), Segment{});
     for (Unit& u : units) {

@@ -1,0 +1,22 @@
+#pragma once
+// A lower bound on a program's time from the device's cost model, without simulating it: each
+// compute engine's occupancy (the instruction cost model's cycles at the engine's clock, the
+// TensorE stationary loads tracked as the engine does), each DMA queue's transfers (descriptor
+// processing plus bytes at the engines the transfer spreads over) and the DMA engines' shared
+// bandwidth. A program runs at least as long as its busiest resource is busy; the compiler
+// compares alternatives for a region with it.
+#include <string>
+
+#include "neuronsim/device_model/params.h"
+#include "neuronsim/device_model/program.h"
+
+namespace neuronsim::kernels::compiler {
+
+struct ProgramBound {
+  double seconds = 0;    // the busiest resource's time
+  std::string resource;  // which ("vector", "dma3", "dma engines")
+};
+
+ProgramBound program_bound(const device_model::Program& p, const device_model::CoreParams& core);
+
+}  // namespace neuronsim::kernels::compiler

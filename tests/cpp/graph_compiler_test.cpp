@@ -303,6 +303,45 @@ TEST(GraphCompiler, LinearGeluTakesTheLibraryMatmulWhenTheCostModelBoundsItFaste
   EXPECT_GE(cg.partition.stored_by[static_cast<size_t>(mm)], 0);
 }
 
+// Two sums over the rows of 3072-wide products need 6 PSUM banks each (one per 512 columns);
+// one region holding both would need 12 of the core's 8 and fail to compile, sending every
+// node to its eager kernel. The second sum starts a region of its own: everything fuses.
+TEST(GraphCompiler, ReductionsOverRowsSplitWhereTheirPsumBanksRunOut) {
+  GraphHarness h;
+  const int64_t R = 8, D = 3072;
+  const int x = h.input("x", {R, D});
+  const int y = h.input("y", {R, D});
+  const int p = h.node("mul", "aten::mul", {{"self", T(x)}, {"other", T(y)}}, meta({R, D}));
+  auto colsum = [&](const std::string& name, int v) {
+    return h.node(name, "aten::sum",
+                  {{"self", T(v)}, {"dim", Arg::integers({0})}, {"keepdim", Arg::boolean(false)}},
+                  meta({D}));
+  };
+  const int q = h.node("mul2", "aten::mul", {{"self", T(p)}, {"other", T(x)}}, meta({R, D}));
+  const int s1 = colsum("sum1", p);
+  const int s2 = colsum("sum2", q);
+  h.graph().add_output(s1);
+  h.graph().add_output(s2);
+  CompiledGraph cg = h.compile();
+  for (size_t n = 0; n < cg.node_class.size(); ++n) {
+    EXPECT_EQ(cg.node_class[n], NodeClass::kFused) << n << ": " << cg.node_reason[n];
+  }
+  EXPECT_EQ(cg.partition.regions.size(), 2u);
+  h.run(cg);
+  double worst = 0;
+  for (int64_t d = 0; d < D; d += 5) {
+    double a = 0, b = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      const uint64_t i = static_cast<uint64_t>(r * D + d);
+      a += double(h.at(x, i)) * h.at(y, i);
+      b += double(h.at(x, i)) * h.at(y, i) * h.at(x, i);
+    }
+    worst = std::max(worst, std::abs(a - h.at(s1, static_cast<uint64_t>(d))));
+    worst = std::max(worst, std::abs(b - h.at(s2, static_cast<uint64_t>(d))));
+  }
+  EXPECT_LT(worst, 1e-4);
+}
+
 TEST(GraphCompiler, RegionsChainInOneLaunchWithSections) {
   GraphHarness h;
   const int64_t M = 128, K = 64, N = 64;

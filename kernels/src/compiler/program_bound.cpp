@@ -27,10 +27,8 @@ double frequency(const CoreParams& core, EngineKind k) {
 }  // namespace
 
 ProgramBound program_bound(const Program& p, const CoreParams& core) {
-  ProgramBound best;
-  auto consider = [&](double s, std::string what) {
-    if (s > best.seconds) best = {s, std::move(what)};
-  };
+  ProgramBound best;  // per resource only; combined_bound finds the busiest
+  auto consider = [&](double s, const std::string& what) { best.busy[what] += s; };
   double dma_bytes = 0;
   std::map<EngineKind, std::unique_ptr<ComputeCostModel>> models;
   for (const Stream& st : p.streams) {
@@ -69,7 +67,21 @@ ProgramBound program_bound(const Program& p, const CoreParams& core) {
     consider(cycles / frequency(core, k), st.id.name());
   }
   consider(dma_bytes / (core.dma.engines * core.dma.engine_bandwidth_bytes_per_s), "dma engines");
-  return best;
+  return combined_bound({best});
+}
+
+ProgramBound combined_bound(const std::vector<ProgramBound>& parts) {
+  ProgramBound all;
+  for (const ProgramBound& p : parts) {
+    for (const auto& [what, s] : p.busy) all.busy[what] += s;
+  }
+  for (const auto& [what, s] : all.busy) {
+    if (s > all.seconds) {
+      all.seconds = s;
+      all.resource = what;
+    }
+  }
+  return all;
 }
 
 }  // namespace neuronsim::kernels::compiler

@@ -5,7 +5,9 @@
 // processing plus bytes at the engines the transfer spreads over) and the DMA engines' shared
 // bandwidth. A program runs at least as long as its busiest resource is busy; the compiler
 // compares alternatives for a region with it.
+#include <map>
 #include <string>
+#include <vector>
 
 #include "neuronsim/device_model/params.h"
 #include "neuronsim/device_model/program.h"
@@ -13,10 +15,14 @@
 namespace neuronsim::kernels::compiler {
 
 struct ProgramBound {
-  double seconds = 0;    // the busiest resource's time
-  std::string resource;  // which ("vector", "dma3", "dma engines")
+  double seconds = 0;                  // the busiest resource's time
+  std::string resource;                // which ("vector", "dma3", "dma engines")
+  std::map<std::string, double> busy;  // seconds per resource
 };
 
 ProgramBound program_bound(const device_model::Program& p, const device_model::CoreParams& core);
+/// Programs that run one after another in one launch, overlapping where they can: their
+/// resources' times add up.
+ProgramBound combined_bound(const std::vector<ProgramBound>& parts);
 
 }  // namespace neuronsim::kernels::compiler

@@ -213,7 +213,8 @@ std::string library_matmul_choice(const CompiledGraph& cg, const Graph& g, int r
             .c_str(),
         stderr);
   }
-  if (l.seconds >= f.seconds) return "";
+  // On a tie the model cannot tell them apart: the library's matmul, eager mode's kernel.
+  if (l.seconds > f.seconds) return "";
   kernel_builds->emplace(mm.node, std::move(*kernel));
   return fmt::format(
       "the library's matmul, as the cost model bounds it with the rest of its fused region at "

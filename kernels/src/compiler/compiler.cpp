@@ -174,13 +174,27 @@ std::string library_matmul_choice(const CompiledGraph& cg, const Graph& g, int r
   // Against the whole core, as eager mode runs it: the kernel's pipeline depth comes from the
   // PSUM banks, which a half window halves (the linker makes neighbours wait for the memory).
   auto kernel = build_kernel_node(g, mm.node, core, core, &why, &values);
-  if (!kernel) return "";
+  if (!kernel) {
+    if (std::getenv("NEURONSIM_COMPILE_DEBUG"))
+      std::fputs(fmt::format("{}: no library program: {}\n",
+                             cg.region_name.at(static_cast<size_t>(r)), why)
+                     .c_str(),
+                 stderr);
+    return "";
+  }
   std::vector<ProgramBound> split;
   for (const auto& prog : kernel->programs) split.push_back(program_bound(prog, core));
-  // The rest of the region: its ops of other nodes, reading the node's outputs from HBM.
+  // The rest of the region: its ops of other nodes, reading the node's outputs from HBM. Views
+  // of what the rest does not compute stay outside it (views of HBM memory, as the partitioner
+  // leaves them).
   std::vector<int> rest;
+  std::set<int> computed;
   for (int o : region.ops) {
-    if (cg.lowered.ops.at(static_cast<size_t>(o)).node != mm.node) rest.push_back(o);
+    const Op& op = cg.lowered.ops.at(static_cast<size_t>(o));
+    if (op.node == mm.node) continue;
+    if (op.kind == Op::Kind::kView && !computed.count(op.inputs.at(0))) continue;
+    rest.push_back(o);
+    if (op.output >= 0) computed.insert(op.output);
   }
   const std::set<int> outs(node.outputs.begin(), node.outputs.end());
   std::vector<int> stores;
@@ -191,7 +205,14 @@ std::string library_matmul_choice(const CompiledGraph& cg, const Graph& g, int r
   if (!rest.empty()) {
     std::string rest_why;
     auto spec = build_region_spec(cg.lowered, rest, stores, &rest_why);
-    if (!spec || spec->matmul) return "";
+    if (!spec || spec->matmul) {
+      if (std::getenv("NEURONSIM_COMPILE_DEBUG"))
+        std::fputs(fmt::format("{}: the rest is no tile region: {}\n",
+                               cg.region_name.at(static_cast<size_t>(r)), rest_why)
+                       .c_str(),
+                   stderr);
+      return "";
+    }
     spec->tile.name = cg.region_name.at(static_cast<size_t>(r)) + " (epilogue)";
     try {
       try {

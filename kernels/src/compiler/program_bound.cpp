@@ -35,10 +35,17 @@ ProgramBound program_bound(const Program& p, const CoreParams& core) {
     const EngineKind k = st.id.engine;
     double busy = 0;
     if (k == EngineKind::kDma) {
+      // A transfer issued after a semaphore wait (and the queue's first) starts a DMA launch
+      // latency after it may issue (dma_queue.cpp): the wait is for another engine's work, so
+      // the latency is not hidden behind the queue's previous transfer.
+      bool waited = true;
       for (const Instruction& in : st.instructions) {
+        if (in.op == Opcode::kSemWait) waited = true;
         if (in.is_sync()) continue;
         const DmaTransferShape s = dma_transfer_shape(in, core.dma);
         busy += s.descriptor_time_ns * 1e-9 + s.bytes / s.cap_bytes_per_s;
+        if (waited) busy += core.dma.launch_latency_ns * 1e-9;
+        waited = false;
         dma_bytes += s.bytes;
       }
       consider(busy, st.id.name());

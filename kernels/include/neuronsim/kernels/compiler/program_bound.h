@@ -1,10 +1,11 @@
 #pragma once
-// A lower bound on a program's time from the device's cost model, without simulating it: each
+// A bound on a program's time from the device's cost model, without simulating it: each
 // compute engine's occupancy (the instruction cost model's cycles at the engine's clock, the
 // TensorE stationary loads tracked as the engine does), each DMA queue's transfers (descriptor
-// processing plus bytes at the engines the transfer spreads over) and the DMA engines' shared
-// bandwidth. A program runs at least as long as its busiest resource is busy; the compiler
-// compares alternatives for a region with it.
+// processing plus bytes at the engines the transfer spreads over, plus a launch latency for
+// each transfer that waits for another engine) and the DMA engines' shared bandwidth. A program
+// runs about as long as its busiest resource is busy; the compiler compares alternatives for a
+// region with it.
 #include <map>
 #include <string>
 #include <vector>

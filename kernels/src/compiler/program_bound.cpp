@@ -27,7 +27,7 @@ double frequency(const CoreParams& core, EngineKind k) {
 }  // namespace
 
 ProgramBound program_bound(const Program& p, const CoreParams& core) {
-  ProgramBound best;  // per resource only; combined_bound finds the busiest
+  ProgramBound best;
   auto consider = [&](double s, const std::string& what) { best.busy[what] += s; };
   double dma_bytes = 0;
   std::map<EngineKind, std::unique_ptr<ComputeCostModel>> models;
@@ -74,21 +74,13 @@ ProgramBound program_bound(const Program& p, const CoreParams& core) {
     consider(cycles / frequency(core, k), st.id.name());
   }
   consider(dma_bytes / (core.dma.engines * core.dma.engine_bandwidth_bytes_per_s), "dma engines");
-  return combined_bound({best});
-}
-
-ProgramBound combined_bound(const std::vector<ProgramBound>& parts) {
-  ProgramBound all;
-  for (const ProgramBound& p : parts) {
-    for (const auto& [what, s] : p.busy) all.busy[what] += s;
-  }
-  for (const auto& [what, s] : all.busy) {
-    if (s > all.seconds) {
-      all.seconds = s;
-      all.resource = what;
+  for (const auto& [what, t] : best.busy) {
+    if (t > best.seconds) {
+      best.seconds = t;
+      best.resource = what;
     }
   }
-  return all;
+  return best;
 }
 
 }  // namespace neuronsim::kernels::compiler

@@ -8,7 +8,6 @@
 // region with it.
 #include <map>
 #include <string>
-#include <vector>
 
 #include "neuronsim/device_model/params.h"
 #include "neuronsim/device_model/program.h"
@@ -22,8 +21,5 @@ struct ProgramBound {
 };
 
 ProgramBound program_bound(const device_model::Program& p, const device_model::CoreParams& core);
-/// Programs that run one after another in one launch, overlapping where they can: their
-/// resources' times add up.
-ProgramBound combined_bound(const std::vector<ProgramBound>& parts);
 
 }  // namespace neuronsim::kernels::compiler

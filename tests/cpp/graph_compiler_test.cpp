@@ -347,6 +347,36 @@ TEST(GraphCompiler, ReductionsOverRowsSplitWhereTheirPsumBanksRunOut) {
   EXPECT_LT(worst, 1e-4);
 }
 
+// A sum over the rows of an 8192-wide product (a layer norm's weight gradient at width 8192)
+// needs 16 PSUM banks when every column chunk keeps its own; the core has 8. The tiles go chunk
+// by chunk and the chunks share one chunk's banks, so the region compiles.
+TEST(GraphCompiler, WideReductionOverRowsGoesChunkByChunk) {
+  GraphHarness h;
+  const int64_t R = 3, D = 8192;
+  const int x = h.input("x", {R, D});
+  const int y = h.input("y", {R, D});
+  const int p = h.node("mul", "aten::mul", {{"self", T(x)}, {"other", T(y)}}, meta({R, D}));
+  const int s = h.node(
+      "sum", "aten::sum",
+      {{"self", T(p)}, {"dim", Arg::integers({0})}, {"keepdim", Arg::boolean(false)}}, meta({D}));
+  h.graph().add_output(s);
+  CompiledGraph cg = h.compile();
+  for (size_t n = 0; n < cg.node_class.size(); ++n) {
+    EXPECT_EQ(cg.node_class[n], NodeClass::kFused) << n << ": " << cg.node_reason[n];
+  }
+  h.run(cg);
+  double worst = 0;
+  for (int64_t d = 0; d < D; ++d) {
+    double a = 0;
+    for (int64_t r = 0; r < R; ++r) {
+      const uint64_t i = static_cast<uint64_t>(r * D + d);
+      a += double(h.at(x, i)) * h.at(y, i);
+    }
+    worst = std::max(worst, std::abs(a - h.at(s, static_cast<uint64_t>(d))));
+  }
+  EXPECT_LT(worst, 1e-4);
+}
+
 TEST(GraphCompiler, RegionsChainInOneLaunchWithSections) {
   GraphHarness h;
   const int64_t M = 128, K = 64, N = 64;

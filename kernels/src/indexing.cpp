@@ -83,8 +83,11 @@ Program build_indexed_copy(const std::string& name, const TensorDesc& src,
                            const CoreParams& core, float scale, AluOp combine) {
   if (src_pos.size() != dst_pos.size())
     throw std::invalid_argument("indexed copy: position counts differ");
-  const auto runs = make_runs(&src, &src_pos, dst, dst_pos,
-                              static_cast<int64_t>(core.vector.max_free_elements_sbuf));
+  // An accumulating run is read into two fp32 SBUF buffers: at most half a partition each
+  // (consecutive indices, e.g. position embeddings, make runs of many rows).
+  int64_t max_run = static_cast<int64_t>(core.vector.max_free_elements_sbuf);
+  if (accumulate) max_run = std::min<int64_t>(max_run, core.sbuf.partition_bytes / (2 * 4));
+  const auto runs = make_runs(&src, &src_pos, dst, dst_pos, max_run);
   ProgramBuilder b(name, core);
   if (!accumulate) {
     // Plain moves spread over four queues (no ordering needed unless destinations repeat; the

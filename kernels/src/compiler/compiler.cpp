@@ -3,6 +3,7 @@
 #include "graph_op_call.h"
 #include "neuronsim/kernels/compiler/attention_region.h"
 #include "neuronsim/kernels/compiler/group_program.h"
+#include "neuronsim/kernels/compiler/program_bound.h"
 #include "neuronsim/kernels/ops/op_rule.h"
 #include "neuronsim/kernels/ops/tensor_values.h"
 
@@ -149,6 +150,106 @@ std::optional<KernelBuild> build_kernel_node(const Graph& g, int n,
   return std::nullopt;
 }
 
+// The library's program for a matmul region's product node, when the cost model bounds it plus
+// the rest of the region (as a tile region reading the product from HBM) below the fused region
+// (`fused`, already emitted): the reason to keep the node whole, else empty. The fused region
+// saves the product's trip through HBM; the library's matmul pipelines its loads, transposes and
+// PSUM evacuations better (transposes batched per PSUM bank, evacuations shared by VectorE and
+// ScalarE), which for a small product with natural operands outweighs that.
+std::string library_matmul_choice(const CompiledGraph& cg, const Graph& g, int r,
+                                  const device_model::Program& fused,
+                                  const device_model::CoreParams& half,
+                                  const device_model::CoreParams& core,
+                                  std::map<int, KernelBuild>* kernel_builds) {
+  const Partition& p = cg.partition;
+  const Region& region = p.regions.at(static_cast<size_t>(r));
+  const Op& mm = cg.lowered.ops.at(static_cast<size_t>(region.ops.at(0)));
+  if (mm.kind != Op::Kind::kMatmul || mm.node < 0) return "";
+  const Node& node = g.nodes().at(static_cast<size_t>(mm.node));
+  const ops::OpRule* rule = ops::find_op_rule(node.op);
+  if (!rule || !rule->build || !node.device_kernel || rule->backend_values || rule->shape_sync)
+    return "";
+  std::string why;
+  bool values = false;
+  // Against the whole core, as eager mode runs it: the kernel's pipeline depth comes from the
+  // PSUM banks, which a half window halves (the linker makes neighbours wait for the memory).
+  auto kernel = build_kernel_node(g, mm.node, core, core, &why, &values);
+  if (!kernel) {
+    if (std::getenv("NEURONSIM_COMPILE_DEBUG"))
+      std::fputs(fmt::format("{}: no library program: {}\n",
+                             cg.region_name.at(static_cast<size_t>(r)), why)
+                     .c_str(),
+                 stderr);
+    return "";
+  }
+  std::vector<ProgramBound> split;
+  for (const auto& prog : kernel->programs) split.push_back(program_bound(prog, core));
+  // The rest of the region: its ops of other nodes, reading the node's outputs from HBM. Views
+  // of what the rest does not compute stay outside it (views of HBM memory, as the partitioner
+  // leaves them).
+  std::vector<int> rest;
+  std::set<int> computed;
+  for (int o : region.ops) {
+    const Op& op = cg.lowered.ops.at(static_cast<size_t>(o));
+    if (op.node == mm.node) continue;
+    if (op.kind == Op::Kind::kView && !computed.count(op.inputs.at(0))) continue;
+    rest.push_back(o);
+    if (op.output >= 0) computed.insert(op.output);
+  }
+  const std::set<int> outs(node.outputs.begin(), node.outputs.end());
+  std::vector<int> stores;
+  for (size_t v = 0; v < p.stored_by.size(); ++v) {
+    if (p.stored_by[v] == r && !outs.count(static_cast<int>(v)))
+      stores.push_back(static_cast<int>(v));
+  }
+  if (!rest.empty()) {
+    std::string rest_why;
+    auto spec = build_region_spec(cg.lowered, rest, stores, &rest_why);
+    if (!spec || spec->matmul) {
+      if (std::getenv("NEURONSIM_COMPILE_DEBUG"))
+        std::fputs(fmt::format("{}: the rest is no tile region: {}\n",
+                               cg.region_name.at(static_cast<size_t>(r)), rest_why)
+                       .c_str(),
+                   stderr);
+      return "";
+    }
+    spec->tile.name = cg.region_name.at(static_cast<size_t>(r)) + " (epilogue)";
+    try {
+      try {
+        split.push_back(program_bound(emit(*spec, half), core));
+      } catch (const std::length_error&) {
+        split.push_back(program_bound(emit(*spec, core), core));
+      }
+    } catch (const std::exception&) {
+      return "";
+    }
+  }
+  // The rest reads what the library's matmul stores, so it runs after it (the linker makes a
+  // region wait for the HBM its predecessor writes): their bounds add.
+  const ProgramBound f = program_bound(fused, core);
+  double split_s = 0;
+  std::string split_by;
+  for (const ProgramBound& b : split) {
+    split_s += b.seconds;
+    split_by += (split_by.empty() ? "" : " + ") + b.resource;
+  }
+  if (std::getenv("NEURONSIM_COMPILE_DEBUG")) {
+    std::fputs(
+        fmt::format("{}: fused bound {:.2f} us ({}), library {} and the rest {:.2f} us ({})\n",
+                    cg.region_name.at(static_cast<size_t>(r)), f.seconds * 1e6, f.resource, node.op,
+                    split_s * 1e6, split_by)
+            .c_str(),
+        stderr);
+  }
+  // On a tie the model cannot tell them apart: the library's matmul, eager mode's kernel.
+  if (split_s > f.seconds) return "";
+  kernel_builds->emplace(mm.node, std::move(*kernel));
+  return fmt::format(
+      "the library's matmul, as the cost model bounds it and the rest of its fused region at "
+      "{:.1f} us ({}) against {:.1f} us for the fused region ({})",
+      split_s * 1e6, split_by, f.seconds * 1e6, f.resource);
+}
+
 std::string nodes_of(const LoweredGraph& g, const Region& r, std::vector<int>* nodes) {
   std::string s;
   std::set<int> seen;
@@ -175,6 +276,8 @@ CompiledGraph compile_graph(const Graph& g, const device_model::CoreParams& core
   const device_model::CoreParams half = window_params(core, 1, 2);
   FusionOptions fo;
   fo.sbuf_window = half.sbuf.partition_bytes;
+  fo.psum_banks = core.psum.banks;
+  fo.psum_bank_bytes = core.psum.bank_bytes();
   fo.max_ops_per_region = opt.max_ops_per_region;
   std::vector<bool> opaque(g.nodes().size(), false);
   std::vector<std::string> forced_reason(g.nodes().size());
@@ -182,6 +285,10 @@ CompiledGraph compile_graph(const Graph& g, const device_model::CoreParams& core
   // on the partition); those whose rule needs tensor values are the data-dependent ones.
   std::map<int, KernelBuild> kernel_builds;
   std::vector<bool> needs_values(g.nodes().size(), false);
+  // Matmul nodes kept whole as the library's matmul (the cost model's choice), with the reason;
+  // the choice is made once per node, the first time its fused region is emitted.
+  std::vector<std::string> library_matmul(g.nodes().size());
+  std::set<int> matmul_chosen;
   CompiledGraph cg;
   cg.name = opt.name;
   for (int attempt = 1;; ++attempt) {
@@ -189,7 +296,7 @@ CompiledGraph compile_graph(const Graph& g, const device_model::CoreParams& core
       throw std::logic_error(opt.name + ": the fusion pass did not converge");
     }
     cg.attempts = attempt;
-    cg.lowered = lower(g, opaque);
+    cg.lowered = lower(g, opaque, library_matmul);
     bool kernels_failed = false;
     for (const Op& op : cg.lowered.ops) {
       if (op.kind != Op::Kind::kKernel || kernel_builds.count(op.node)) continue;
@@ -369,6 +476,24 @@ CompiledGraph compile_graph(const Graph& g, const device_model::CoreParams& core
       }
       continue;
     }
+    // The fused matmul regions against the library's matmul (a node whose choice flips is
+    // lowered whole and the graph partitioned again).
+    bool chose_library = false;
+    for (const Unit& u : units) {
+      const size_t r = u.regions[0];
+      if (!opt.library_matmuls || u.regions.size() != 1 ||
+          p.regions[r].kind != Region::Kind::kMatmul)
+        continue;
+      const int node = cg.lowered.ops.at(static_cast<size_t>(p.regions[r].ops.at(0))).node;
+      if (!matmul_chosen.insert(node).second) continue;
+      std::string why = library_matmul_choice(cg, g, static_cast<int>(r), u.part.program, half,
+                                              core, &kernel_builds);
+      if (!why.empty()) {
+        library_matmul[static_cast<size_t>(node)] = std::move(why);
+        chose_library = true;
+      }
+    }
+    if (chose_library) continue;
     // Segments: split at host regions.
     cg.segments.assign(static_cast<size_t>(p.segments), Segment{});
     for (Unit& u : units) {

@@ -216,6 +216,25 @@ class Partitioner {
     const uint32_t chunk = TileEmitter::max_chunk(t, opt_.sbuf_window);
     if (chunk == 0) return false;
     if (TileEmitter::has_row_reduce(t) && chunk < t.shape.back()) return false;
+    // Reductions over rows accumulate in PSUM, a bank per 512 fp32 columns of a chunk (chunks
+    // taken one after another share them): a region that needs more banks than the core has
+    // would not compile, and all its nodes would fall back to eager kernels; the reductions
+    // then start regions of their own instead.
+    if (opt_.psum_banks > 0 && TileEmitter::has_col_reduce(t)) {
+      const int64_t bank_cols = static_cast<int64_t>(opt_.psum_bank_bytes / 4);
+      const int64_t c = std::min<int64_t>(chunk, t.shape.back()),
+                    pieces = (c + bank_cols - 1) / bank_cols;
+      int64_t banks = 0;
+      for (const TileInstr& in : t.instrs) {
+        if (in.kind != TileInstr::Kind::kColReduce) continue;
+        const bool full = t.instrs.at(static_cast<size_t>(in.src)).space == Space::kFull;
+        banks += full ? pieces : 1;
+      }
+      if (banks > opt_.psum_banks) {
+        if (why) *why = fmt::format("its reductions over rows need {} PSUM banks", banks);
+        return false;
+      }
+    }
     return true;
   }
 

@@ -68,7 +68,8 @@ Rule find_rule(const ops::OpRule* r) {
 
 }  // namespace
 
-LoweredGraph lower(const Graph& g, const std::vector<bool>& opaque_nodes) {
+LoweredGraph lower(const Graph& g, const std::vector<bool>& opaque_nodes,
+                   const std::vector<std::string>& kernel_nodes) {
   LoweredGraph out;
   out.graph = g;
   out.root.resize(g.values().size());
@@ -83,8 +84,11 @@ LoweredGraph lower(const Graph& g, const std::vector<bool>& opaque_nodes) {
     const Rule rule = find_rule(library);
     const bool forced =
         i < opaque_nodes.size() && opaque_nodes[i] && !(library && library->metadata_only);
+    const bool whole = i < kernel_nodes.size() && !kernel_nodes[i].empty();
     if (forced) {
       reason = "its parts do not fit one fused program";
+    } else if (whole) {
+      reason = kernel_nodes[i];
     } else if (!rule) {
       reason = "no lowering for " + n.op;
     } else {

@@ -169,7 +169,7 @@ uint32_t TileEmitter::max_chunk(const TileProgramSpec& spec, uint64_t sbuf_bytes
 TileEmitter::TileEmitter(const TileProgramSpec& spec, SyncedBuilder& sb, const CoreParams& core,
                          uint32_t max_cols, uint32_t col_chunks, uint32_t load_queue_base,
                          uint32_t store_queue_base, uint32_t slots, bool transposes,
-                         uint64_t hoist_chunk_budget)
+                         uint64_t hoist_chunk_budget, bool chunk_major)
     : spec_(spec),
       sb_(sb),
       core_(core),
@@ -184,6 +184,7 @@ TileEmitter::TileEmitter(const TileProgramSpec& spec, SyncedBuilder& sb, const C
       row_buf_(slots),
       scratch_off_(slots, 0),
       scratch_buf_(slots, 0),
+      chunk_major_(chunk_major),
       transpose_loads_(transposes) {
   for (const TileInstr& in : spec.instrs) {
     if (in.kind == Kind::kColReduce && in.reduce != ReduceOp::kAdd) {
@@ -249,7 +250,7 @@ TileEmitter::TileEmitter(const TileProgramSpec& spec, SyncedBuilder& sb, const C
       if (spec.instrs[i].kind != Kind::kColReduce) continue;
       const Space src = spec.instrs.at(static_cast<size_t>(spec.instrs[i].src)).space;
       const uint32_t pieces = src == Space::kFull ? (max_cols_ + bank_cols - 1) / bank_cols : 1;
-      for (uint32_t c = 0; c < chunks_; ++c) {
+      for (uint32_t c = 0; c < (chunk_major_ ? 1 : chunks_); ++c) {
         for (uint32_t p = 0; p < pieces; ++p) {
           col_acc_.push_back({static_cast<int>(i), c, p, b.alloc_psum_bank(), sb_.buffer()});
         }
@@ -409,7 +410,7 @@ void TileEmitter::emit_instr(size_t ii, const Tile& t, uint32_t chunk) {
       const AccessPattern ones = isa::sbuf(DType::kFp32, 0, t.rows, ones_off_, {{1, 1}});
       reads.push_back(ones_buf_);
       for (ColAcc& acc : col_acc_) {
-        if (acc.instr != i || acc.chunk != chunk) continue;
+        if (acc.instr != i || acc.chunk != (chunk_major_ ? 0 : chunk)) continue;
         const uint32_t c0 = acc.piece * 512;
         if (c0 >= from.free_elements()) continue;
         const uint32_t w =
@@ -654,21 +655,42 @@ void TileEmitter::emit_step(int i, const Tile& t) {
 }
 
 void TileEmitter::epilogue(const std::function<AccessPattern(int, uint32_t)>& chunk_ap) {
-  for (const ColAcc& acc : col_acc_) {
-    const TileInstr& in = spec_.instrs.at(static_cast<size_t>(acc.instr));
-    AccessPattern out = chunk_ap(in.operand, acc.chunk);
-    const uint32_t total = static_cast<uint32_t>(out.free_elements());
-    const uint32_t c0 = acc.piece * 512;
-    if (c0 >= total) continue;
-    const uint32_t w = std::min<uint32_t>(512, total - c0);
-    out = isa::slice(out, c0, w);
-    const AccessPattern ps = isa::psum_tile(DType::kFp32, 1, acc.bank, w);
-    const AccessPattern ev = isa::sbuf(DType::kFp32, 0, 1, evac_off_, {{1, w}});
-    sb_.emit(kVector, isa::tensor_scalar(ev, ps, AluOp::kMultiply, isa::imm(in.scale)), {acc.buf},
-             {evac_buf_});
-    const StreamId q = dma_queue(static_cast<uint8_t>(store_q_ + in.operand % 2));
-    sb_.emit(q, isa::dma_copy(out, ev), {evac_buf_}, {});
+  if (chunk_major_) return;  // flushed chunk by chunk
+  for (const ColAcc& acc : col_acc_) flush_acc(acc, acc.chunk, chunk_ap);
+}
+
+void TileEmitter::flush(uint32_t chunk,
+                        const std::function<AccessPattern(int, uint32_t)>& chunk_ap) {
+  for (const ColAcc& acc : col_acc_) flush_acc(acc, chunk, chunk_ap);
+}
+
+void TileEmitter::flush_acc(const ColAcc& acc, uint32_t chunk,
+                            const std::function<AccessPattern(int, uint32_t)>& chunk_ap) {
+  const TileInstr& in = spec_.instrs.at(static_cast<size_t>(acc.instr));
+  AccessPattern out = chunk_ap(in.operand, chunk);
+  const uint32_t total = static_cast<uint32_t>(out.free_elements());
+  const uint32_t c0 = acc.piece * 512;
+  if (c0 >= total) return;
+  const uint32_t w = std::min<uint32_t>(512, total - c0);
+  out = isa::slice(out, c0, w);
+  const AccessPattern ps = isa::psum_tile(DType::kFp32, 1, acc.bank, w);
+  const AccessPattern ev = isa::sbuf(DType::kFp32, 0, 1, evac_off_, {{1, w}});
+  sb_.emit(kVector, isa::tensor_scalar(ev, ps, AluOp::kMultiply, isa::imm(in.scale)), {acc.buf},
+           {evac_buf_});
+  const StreamId q = dma_queue(static_cast<uint8_t>(store_q_ + in.operand % 2));
+  sb_.emit(q, isa::dma_copy(out, ev), {evac_buf_}, {});
+}
+
+uint32_t TileEmitter::col_reduce_banks(const TileProgramSpec& spec, uint32_t max_cols,
+                                       uint32_t chunks, const CoreParams& core) {
+  const uint32_t bank_cols = static_cast<uint32_t>(core.psum.bank_bytes() / 4);
+  uint32_t banks = 0;
+  for (const TileInstr& in : spec.instrs) {
+    if (in.kind != Kind::kColReduce) continue;
+    const bool full = spec.instrs.at(static_cast<size_t>(in.src)).space == Space::kFull;
+    banks += chunks * (full ? (max_cols + bank_cols - 1) / bank_cols : 1);
   }
+  return banks;
 }
 
 namespace {
@@ -801,15 +823,37 @@ device_model::Program build_tile_program(const TileProgramSpec& original, const 
       break;
     }
   }
+  // Reductions over rows keep a PSUM bank per 512 columns of each chunk until the last row
+  // tile; when all chunks' banks do not fit, the tiles go chunk by chunk and the chunks share
+  // one chunk's banks.
+  const uint32_t banks = core.psum.banks - (transposes ? 2 : 0);
+  const bool chunk_major =
+      chunks > 1 && TileEmitter::col_reduce_banks(spec, chunk, chunks, core) > banks;
   ProgramBuilder b(spec.name, core);
   SyncedBuilder sb(b);
-  TileEmitter em(spec, sb, core, chunk, chunks, 0, 8, slots, transposes);
+  TileEmitter em(spec, sb, core, chunk, chunks, 0, 8, slots, transposes, 0, chunk_major);
   em.prologue();
+  auto chunk_ap = [&](int k, uint32_t c) {
+    // One row of the chunk's columns: element 0 of the output plus the chunk offset.
+    RowTile first;
+    first.rows = 1;
+    first.offset.assign(descs.size(), 0);
+    first.row_stride.assign(descs.size(), 0);
+    const int64_t c0 = int64_t{c} * chunk;
+    const uint32_t w = static_cast<uint32_t>(std::min<int64_t>(chunk, cols - c0));
+    const TileOperand& op = spec.operands.at(static_cast<size_t>(k));
+    return row_ap(descs.at(static_cast<size_t>(k)), l, first, static_cast<size_t>(k), c0,
+                  op.space == Space::kCol ? w : 1);
+  };
   uint64_t n = 0;
   std::vector<std::pair<TileEmitter::Tile, uint32_t>> group;  // two tiles, one per slot
-  for (size_t ti = 0; ti < l.tiles.size(); ++ti) {
-    const RowTile rt = l.tiles[ti];
-    for (uint32_t c = 0; c < chunks; ++c) {
+  const size_t outer = chunk_major ? chunks : l.tiles.size();
+  const size_t inner = chunk_major ? l.tiles.size() : chunks;
+  for (size_t o = 0; o < outer; ++o) {
+    for (size_t in = 0; in < inner; ++in) {
+      const size_t ti = chunk_major ? in : o;
+      const uint32_t c = static_cast<uint32_t>(chunk_major ? o : in);
+      const RowTile rt = l.tiles[ti];
       TileEmitter::Tile t;
       t.rows = rt.rows;
       t.c0 = int64_t{c} * chunk;
@@ -831,20 +875,14 @@ device_model::Program build_tile_program(const TileProgramSpec& original, const 
         group.clear();
       }
     }
+    if (chunk_major) {  // the chunk's sums leave its banks for the next chunk
+      if (!group.empty()) em.tiles(group);
+      group.clear();
+      em.flush(static_cast<uint32_t>(o), chunk_ap);
+    }
   }
   if (!group.empty()) em.tiles(group);
-  em.epilogue([&](int k, uint32_t c) {
-    // One row of the chunk's columns: element 0 of the output plus the chunk offset.
-    RowTile first;
-    first.rows = 1;
-    first.offset.assign(descs.size(), 0);
-    first.row_stride.assign(descs.size(), 0);
-    const int64_t c0 = int64_t{c} * chunk;
-    const uint32_t w = static_cast<uint32_t>(std::min<int64_t>(chunk, cols - c0));
-    const TileOperand& op = spec.operands.at(static_cast<size_t>(k));
-    return row_ap(descs.at(static_cast<size_t>(k)), l, first, static_cast<size_t>(k), c0,
-                  op.space == Space::kCol ? w : 1);
-  });
+  em.epilogue(chunk_ap);
   return std::move(b).build();
 }
 

@@ -61,6 +61,9 @@ struct CompiledGraph {
 struct CompileOptions {
   std::string name = "graph";
   size_t max_ops_per_region = 64;
+  /// Whether a matmul region may become the library's matmul plus a region for the rest when
+  /// the cost model bounds that faster (compiler.cpp: library_matmul_choice).
+  bool library_matmuls = true;
 };
 
 /// Throws std::invalid_argument for a malformed graph; regions that fail to emit are not errors

@@ -50,6 +50,10 @@ struct Partition {
 struct FusionOptions {
   /// SBUF bytes per partition a region may use (a half of SBUF: neighbours overlap).
   uint64_t sbuf_window = 0;
+  /// PSUM banks a region may use (the whole core's: a region that needs more than a half
+  /// window's runs alone); 0: not checked.
+  uint32_t psum_banks = 0;
+  uint64_t psum_bank_bytes = 0;
   size_t max_ops_per_region = 64;
 };
 

@@ -113,10 +113,13 @@ class TileEmitter {
   /// are loaded once per chunk for every row tile when there is one chunk, or when all chunks'
   /// copies fit `hoist_chunk_budget` bytes per partition (else once per tile). Throws
   /// std::length_error when SBUF or PSUM is too small.
+  /// `chunk_major`: tiles come chunk by chunk (every row tile of a chunk before the next), so
+  /// the reductions over rows of all chunks share one chunk's PSUM banks, each chunk's result
+  /// stored by flush() before the next chunk starts.
   TileEmitter(const TileProgramSpec& spec, SyncedBuilder& sb, const device_model::CoreParams& core,
               uint32_t max_cols, uint32_t col_chunks, uint32_t load_queue_base,
               uint32_t store_queue_base, uint32_t slots = 2, bool transposes = false,
-              uint64_t hoist_chunk_budget = 0);
+              uint64_t hoist_chunk_budget = 0, bool chunk_major = false);
 
   /// The widest column chunk whose buffers fit `sbuf_bytes` per partition (0 if none).
   static uint32_t max_chunk(const TileProgramSpec& spec, uint64_t sbuf_bytes, uint32_t slots = 2);
@@ -134,6 +137,13 @@ class TileEmitter {
   /// operand's [1, cols] pattern of that chunk).
   void epilogue(
       const std::function<device_model::AccessPattern(int operand, uint32_t chunk)>& chunk_ap);
+  /// Chunk-major only: stores chunk `chunk`'s reductions over rows (after its last row tile).
+  void flush(
+      uint32_t chunk,
+      const std::function<device_model::AccessPattern(int operand, uint32_t chunk)>& chunk_ap);
+  /// PSUM banks the reductions over rows take with chunks of `max_cols` columns.
+  static uint32_t col_reduce_banks(const TileProgramSpec& spec, uint32_t max_cols, uint32_t chunks,
+                                   const device_model::CoreParams& core);
 
  private:
   device_model::AccessPattern value_ap(int instr, const Tile& t, bool as_full) const;
@@ -179,6 +189,9 @@ class TileEmitter {
     SyncedBuilder::Buffer buf;
   };
   std::vector<ColAcc> col_acc_;
+  bool chunk_major_ = false;  // col_acc_ holds chunk 0's banks, shared by every chunk
+  void flush_acc(const ColAcc& acc, uint32_t chunk,
+                 const std::function<device_model::AccessPattern(int, uint32_t)>& chunk_ap);
   uint64_t ones_off_ = 0, evac_off_ = 0;
   SyncedBuilder::Buffer ones_buf_ = 0, evac_buf_ = 0;
 };

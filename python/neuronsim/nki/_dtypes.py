@@ -1,5 +1,5 @@
 """NKI data types: numpy dtypes (bfloat16 and fp8 from ml_dtypes), as ``nl.float32`` etc. are,
-and their device names (device/docs/ISA.md 1.3)."""
+and their device names (device_model/docs/ISA.md 1.3)."""
 
 import numpy as np
 

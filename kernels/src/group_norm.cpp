@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "group_norm_positions.h"
 #include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/rows.h"
@@ -211,6 +212,10 @@ Program build_group_norm(const std::string& name, const GroupNormIo& io, const C
   const int64_t numel = io.shape.N * io.shape.C * io.shape.HxW;
   check_dense(name, io.in, numel, "input");
   check_dense(name, io.out, numel, "output");
+  // Both channels-last: positions on partitions move whole C-channel runs.
+  if (is_channels_last(io.in) && is_channels_last(io.out) &&
+      group_norm_positions_fit(io.shape, core))
+    return build_group_norm_positions(name, io, core);
   ProgramBuilder b(name, core);
   const uint32_t Cg = static_cast<uint32_t>(p.Cg);
   const uint64_t x_off = b.alloc_sbuf(uint64_t{p.chunk} * 4),

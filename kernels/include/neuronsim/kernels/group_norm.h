@@ -8,11 +8,13 @@
 // sum(dy * x) and sum(dy) per (n, c), then writes dx in a second pass; the weight and bias
 // gradients sum the per-(n, c) terms over the images of each tile with the selection matrix on
 // TensorE. Channels-last data ([N, HxW, C] in memory: what convolutions and Diffusers' attention
-// blocks hand back) keeps the same rows: each image's G rows are one DMA of runs of C/G
-// contiguous channels. When the input is channels-last a row's chunk holds whole positions
-// (position outer, channel inner) and the per-channel arrays are read with the channel stride
-// innermost. Each tensor's layout is its own (read from its strides): one in the other layout
-// than the input (a contiguous gradient of a channels-last input) moves element by element.
+// blocks hand back): a forward with input and output channels-last whose image fits in SBUF
+// puts positions on partitions instead (group_norm_positions.h); otherwise the same rows, each
+// image's G rows one DMA of runs of C/G contiguous channels. When the input is channels-last a
+// row's chunk holds whole positions (position outer, channel inner) and the per-channel arrays are
+// read with the channel stride innermost. Each tensor's layout is its own (read from its strides):
+// one in the other layout than the input (a contiguous gradient of a channels-last input) moves
+// element by element.
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "group_norm_positions.h"
 #include "neuronsim/device_model/instructions.h"
 #include "neuronsim/kernels/program_builder.h"
 #include "neuronsim/kernels/rows.h"
@@ -34,11 +35,13 @@ struct Plan {
   uint32_t rows = 1;                     // rows of a full tile (images * G)
   uint32_t chunk = 1;                    // columns of the largest chunk
   bool resident = false;                 // one chunk: loaded once per tile
+  bool channels_last = false;            // [N, HxW, C] memory: chunks of whole positions
+  int64_t C = 1;
   std::vector<Chunk> chunks;
 };
 
 Plan make_plan(const std::string& name, const GroupNormShape& s, const CoreParams& core,
-               uint32_t buffers) {
+               uint32_t buffers, bool channels_last) {
   if (!group_norm_fits(s, core)) {
     throw std::invalid_argument(fmt::format("{}: N={} C={} HxW={} groups={} not supported", name,
                                             s.N, s.C, s.HxW, s.groups));
@@ -51,8 +54,15 @@ Plan make_plan(const std::string& name, const GroupNormShape& s, const CoreParam
   const uint32_t P = core.sbuf.partitions;
   p.images = static_cast<uint32_t>(std::min<int64_t>(P / p.G, std::max<int64_t>(s.N, 1)));
   p.rows = static_cast<uint32_t>(p.images * p.G);
+  p.channels_last = channels_last;
+  p.C = s.C;
   const int64_t limit = row_chunk(core, buffers, std::max<int64_t>(p.D, 1));
-  if (p.D <= limit) {
+  if (channels_last && p.D > limit) {
+    // Whole positions (every channel of the group), as many as fit.
+    const int64_t per = std::max<int64_t>(1, limit / p.Cg);
+    for (int64_t s0 = 0; s0 < p.HW; s0 += per)
+      p.chunks.push_back({0, p.Cg, s0, std::min(per, p.HW - s0)});
+  } else if (p.D <= limit) {
     p.chunks.push_back({0, p.Cg, 0, p.HW});
   } else if (p.HW <= limit) {
     const int64_t per = limit / p.HW;
@@ -69,18 +79,46 @@ Plan make_plan(const std::string& name, const GroupNormShape& s, const CoreParam
   return p;
 }
 
+// Channels-last and not also contiguous: the layout a tensor's chunks are moved in.
+bool is_channels_last(const TensorDesc& t) {
+  return !t.contiguous() && group_norm_channels_last(t.sizes, t.strides);
+}
+
 void check_dense(const std::string& name, const TensorDesc& t, int64_t numel, const char* role) {
-  if (!t.contiguous() || static_cast<int64_t>(t.numel()) != numel) {
-    throw std::invalid_argument(fmt::format("{}: {} {} must be contiguous with {} elements", name,
-                                            role, t.to_string(), numel));
+  if (!(t.contiguous() || is_channels_last(t)) || static_cast<int64_t>(t.numel()) != numel) {
+    throw std::invalid_argument(
+        fmt::format("{}: {} {} must be contiguous or channels-last with {} elements", name, role,
+                    t.to_string(), numel));
   }
 }
 
-// The chunk's columns of rows [r0, r0 + rows) of a contiguous [N * G, D] tensor.
-AccessPattern chunk_ap(const TensorDesc& t, const Plan& p, int64_t r0, uint32_t rows,
-                       const Chunk& c) {
-  const int64_t at = r0 * p.D + c.j0 * p.HW + c.s0;
-  return hbm_ap(t, at, rows, p.D, {{1, c.cols()}});
+// Moves a chunk of rows [r0, r0 + rows) between a data tensor in HBM and the SBUF tile at `off`
+// (columns in the plan's order: channel outer, or position outer for a channels-last input) on
+// queue q. A contiguous tensor's rows are D elements apart (one DMA); a channels-last tensor's
+// are one DMA per image, its G rows Cg channels apart.
+void chunk_dma(ProgramBuilder& b, StreamId q, const TensorDesc& t, uint64_t off, const Plan& p,
+               int64_t r0, uint32_t rows, const Chunk& c, bool load) {
+  const bool cl = is_channels_last(t);
+  const int64_t j_stride = cl ? 1 : p.HW, s_stride = cl ? p.C : 1;
+  const Dim channels{j_stride, static_cast<uint32_t>(c.nj)};
+  const Dim positions{s_stride, static_cast<uint32_t>(c.sl)};
+  auto move = [&](int64_t at, uint32_t p0, uint32_t np, int64_t pstride) {
+    // Both contiguous: a chunk is one run of a row (whole channels, or a part of one).
+    const AccessPattern hbm = !cl && !p.channels_last ? hbm_ap(t, at, np, pstride, {{1, c.cols()}})
+                              : p.channels_last ? hbm_ap(t, at, np, pstride, {positions, channels})
+                                                : hbm_ap(t, at, np, pstride, {channels, positions});
+    const AccessPattern sb = isa::sbuf(DType::kFp32, p0, np, off, {{1, c.cols()}});
+    b.emit(q, load ? isa::dma_copy(sb, hbm) : isa::dma_copy(hbm, sb));
+  };
+  if (!cl) {
+    move(r0 * p.D + c.j0 * p.HW + c.s0, 0, rows, p.D);
+    return;
+  }
+  const uint32_t G = static_cast<uint32_t>(p.G);
+  for (uint32_t i = 0; i * G < rows; ++i) {
+    const int64_t n = r0 / p.G + i;
+    move(n * p.C * p.HW + c.s0 * p.C + c.j0, i * G, G, p.Cg);
+  }
 }
 
 // Rows [r0, r0 + rows) of a dense [N, G] statistic.
@@ -94,11 +132,15 @@ AccessPattern param_ap(const TensorDesc& t, const Plan& p) {
   return hbm_ap(t, 0, static_cast<uint32_t>(p.G), p.Cg * st, {{st, static_cast<uint32_t>(p.Cg)}});
 }
 
-// A [rows, C/G] per-channel array read as the chunk's [nj, sl] elements (each channel's value
-// repeated over its spatial positions).
-AccessPattern spread(uint64_t off, uint32_t rows, const Chunk& c) {
+// A [rows, C/G] per-channel array read in the chunk's column order (each channel's value
+// repeated over its spatial positions): [nj, sl], or [sl, nj] for channels-last chunks.
+AccessPattern spread(uint64_t off, uint32_t rows, const Chunk& c, const Plan& p) {
+  const Dim channels{1, static_cast<uint32_t>(c.nj)}, positions{0, static_cast<uint32_t>(c.sl)};
+  if (p.channels_last)
+    return isa::sbuf(DType::kFp32, 0, rows, off + static_cast<uint64_t>(c.j0) * 4,
+                     {positions, channels});
   return isa::sbuf(DType::kFp32, 0, rows, off + static_cast<uint64_t>(c.j0) * 4,
-                   {{1, static_cast<uint32_t>(c.nj)}, {0, static_cast<uint32_t>(c.sl)}});
+                   {channels, positions});
 }
 
 // The 0/1 matrix of rows and groups: sel[i, g] = (i mod G == g) as [rows, G] (`transposed`:
@@ -139,6 +181,23 @@ Token load_rows_param(ProgramBuilder& b, const TensorDesc& t, const Plan& p, uin
 
 }  // namespace
 
+bool group_norm_channels_last(const std::vector<int64_t>& sizes,
+                              const std::vector<int64_t>& strides) {
+  if (sizes.size() < 3 || strides.size() != sizes.size()) return false;
+  // Dims of size 1 may have any stride (PyTorch's layouts leave them so).
+  int64_t expect = 1;
+  auto matches = [&](size_t d) {
+    const bool ok = sizes[d] == 1 || strides[d] == expect;
+    expect *= sizes[d];
+    return ok;
+  };
+  if (!matches(1)) return false;
+  for (size_t d = sizes.size() - 1; d >= 2; --d) {
+    if (!matches(d)) return false;
+  }
+  return matches(0);
+}
+
 bool group_norm_fits(const GroupNormShape& s, const CoreParams& core) {
   if (s.groups < 1 || s.C < 1 || s.C % s.groups != 0 || s.N < 0 || s.HxW < 0) return false;
   if (s.groups > static_cast<int64_t>(core.sbuf.partitions)) return false;
@@ -149,10 +208,14 @@ bool group_norm_fits(const GroupNormShape& s, const CoreParams& core) {
 }
 
 Program build_group_norm(const std::string& name, const GroupNormIo& io, const CoreParams& core) {
-  const Plan p = make_plan(name, io.shape, core, 3);
+  const Plan p = make_plan(name, io.shape, core, 3, is_channels_last(io.in));
   const int64_t numel = io.shape.N * io.shape.C * io.shape.HxW;
   check_dense(name, io.in, numel, "input");
   check_dense(name, io.out, numel, "output");
+  // Both channels-last: positions on partitions move whole C-channel runs.
+  if (is_channels_last(io.in) && is_channels_last(io.out) &&
+      group_norm_positions_fit(io.shape, core))
+    return build_group_norm_positions(name, io, core);
   ProgramBuilder b(name, core);
   const uint32_t Cg = static_cast<uint32_t>(p.Cg);
   const uint64_t x_off = b.alloc_sbuf(uint64_t{p.chunk} * 4),
@@ -191,7 +254,7 @@ Program build_group_norm(const std::string& name, const GroupNormIo& io, const C
     auto load = [&](const Chunk& c, int pass) {
       if (!(p.resident && pass > 0)) {
         b.wait(qin, free_all);
-        b.emit(qin, isa::dma_copy(x_of(c), chunk_ap(io.in, p, r0, rows, c)));
+        chunk_dma(b, qin, io.in, x_off, p, r0, rows, c, true);
       }
       return b.mark(qin);
     };
@@ -245,16 +308,16 @@ Program build_group_norm(const std::string& name, const GroupNormIo& io, const C
       b.wait(kVector, load(c, 2));
       b.wait(kVector, free_all);
       if (io.weight) {
-        b.emit(kVector, isa::tensor_tensor(y, x, spread(scale_off, rows, c), AluOp::kMultiply));
-        b.emit(kVector, isa::tensor_tensor(y, y, spread(shift_off, rows, c), AluOp::kAdd));
+        b.emit(kVector, isa::tensor_tensor(y, x, spread(scale_off, rows, c, p), AluOp::kMultiply));
+        b.emit(kVector, isa::tensor_tensor(y, y, spread(shift_off, rows, c, p), AluOp::kAdd));
       } else {
         b.emit(kVector, isa::tensor_scalar(y, x, AluOp::kAdd, isa::per_partition(neg_mean),
                                            AluOp::kMultiply, isa::per_partition(rstd)));
         if (io.bias)
-          b.emit(kVector, isa::tensor_tensor(y, y, spread(bb_off, rows, c), AluOp::kAdd));
+          b.emit(kVector, isa::tensor_tensor(y, y, spread(bb_off, rows, c, p), AluOp::kAdd));
       }
       b.wait(qout, b.mark(kVector));
-      b.emit(qout, isa::dma_copy(chunk_ap(io.out, p, r0, rows, c), y));
+      chunk_dma(b, qout, io.out, y_off, p, r0, rows, c, false);
       free_all = b.mark(qout);
     }
     if (io.mean || io.rstd) {
@@ -271,7 +334,7 @@ Program build_group_norm(const std::string& name, const GroupNormIo& io, const C
 
 Program build_group_norm_backward(const std::string& name, const GroupNormBackwardIo& io,
                                   const CoreParams& core) {
-  const Plan p = make_plan(name, io.shape, core, 4);
+  const Plan p = make_plan(name, io.shape, core, 4, is_channels_last(io.in));
   const int64_t numel = io.shape.N * io.shape.C * io.shape.HxW;
   check_dense(name, io.grad_out, numel, "grad_out");
   check_dense(name, io.in, numel, "input");
@@ -322,8 +385,9 @@ Program build_group_norm_backward(const std::string& name, const GroupNormBackwa
     };
     // The chunk's [nj, sl] view of a chunk buffer (reduced over its innermost axis).
     auto by_channel = [&](uint64_t off, const Chunk& c) {
-      return isa::sbuf(DType::kFp32, 0, rows, off,
-                       {{c.sl, static_cast<uint32_t>(c.nj)}, {1, static_cast<uint32_t>(c.sl)}});
+      const uint32_t nj = static_cast<uint32_t>(c.nj), sl = static_cast<uint32_t>(c.sl);
+      if (p.channels_last) return isa::sbuf(DType::kFp32, 0, rows, off, {{1, nj}, {c.nj, sl}});
+      return isa::sbuf(DType::kFp32, 0, rows, off, {{c.sl, nj}, {1, sl}});
     };
     auto part = [&](uint64_t off, const Chunk& c) {
       return isa::sbuf(DType::kFp32, 0, rows, off + c.j0 * 4ull,
@@ -333,8 +397,8 @@ Program build_group_norm_backward(const std::string& name, const GroupNormBackwa
       if (!(p.resident && pass > 0)) {
         b.wait(qin, free_all);
         b.wait(qg, free_all);
-        b.emit(qin, isa::dma_copy(tile(x_off, c), chunk_ap(io.in, p, r0, rows, c)));
-        b.emit(qg, isa::dma_copy(tile(g_off, c), chunk_ap(io.grad_out, p, r0, rows, c)));
+        chunk_dma(b, qin, io.in, x_off, p, r0, rows, c, true);
+        chunk_dma(b, qg, io.grad_out, g_off, p, r0, rows, c, true);
       }
       b.wait(kVector, b.mark(qin));
       b.wait(kVector, b.mark(qg));
@@ -397,12 +461,12 @@ Program build_group_norm_backward(const std::string& name, const GroupNormBackwa
         b.emit(kVector, isa::tensor_scalar(t, x, AluOp::kMultiply, isa::per_partition(c2),
                                            AluOp::kAdd, isa::per_partition(c3)));
         if (io.weight)
-          b.emit(kVector, isa::tensor_tensor(g, g, spread(c1_off, rows, c), AluOp::kMultiply));
+          b.emit(kVector, isa::tensor_tensor(g, g, spread(c1_off, rows, c, p), AluOp::kMultiply));
         else
           b.emit(kVector, isa::tensor_scalar(g, g, AluOp::kMultiply, isa::per_partition(rstd)));
         b.emit(kVector, isa::tensor_tensor(t, t, g, AluOp::kAdd));
         b.wait(qout, b.mark(kVector));
-        b.emit(qout, isa::dma_copy(chunk_ap(*io.grad_in, p, r0, rows, c), t));
+        chunk_dma(b, qout, *io.grad_in, t_off, p, r0, rows, c, false);
         free_all = b.mark(qout);
       }
     }

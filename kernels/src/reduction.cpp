@@ -247,15 +247,16 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
   for (int64_t s : red.sizes) red_total *= static_cast<uint64_t>(s);
   int64_t kept_total = 1;
   for (int64_t s : kept.sizes) kept_total *= s;
+  // NaN-ignoring sums take the generic path, which zeroes NaN in SBUF before it reduces.
   if (spec.op == ReduceOp::kAdd && !spec.arg && !spec.variance && !spec.nonzero && !spec.sqrt &&
-      !spec.abs && spec.power == 1.0f && spec.root == 1.0f && red_total > 1 && kept_total > 0 &&
-      kept.sizes.back() > 1 && ks[0].back() == 1 && rs[0].back() != 1) {
+      !spec.ignore_nan && !spec.abs && spec.power == 1.0f && spec.root == 1.0f && red_total > 1 &&
+      kept_total > 0 && kept.sizes.back() > 1 && ks[0].back() == 1 && rs[0].back() != 1) {
     return build_column_sum(name, in, out, spec, kept.sizes, ks, red.sizes, rs[0], core);
   }
   // Outer-dim max/min/prod and var/std (Note [Outer-dim reductions], column_reduce.cpp).
   const bool outer_dims = red_total > 1 && kept_total > 0 && kept.sizes.back() > 1 &&
                           ks[0].back() == 1 && rs[0].back() != 1 && !spec.arg && !spec.nonzero &&
-                          !spec.abs && spec.power == 1.0f && spec.root == 1.0f;
+                          !spec.ignore_nan && !spec.abs && spec.power == 1.0f && spec.root == 1.0f;
   if (outer_dims && (spec.variance || (spec.op != ReduceOp::kAdd && !spec.sqrt))) {
     const OuterReduce r{kept.sizes, ks, red.sizes, rs[0]};
     if (spec.variance || prefer_transposed_rows(r, core)) {
@@ -319,6 +320,10 @@ Program build_reduce(const std::string& name, const TensorDesc& in, const Tensor
               b.emit(kVector, isa::tensor_reduce(part, x, spec.op));
             } else if (spec.nonzero) {
               b.emit(kVector, isa::tensor_scalar(w, x, AluOp::kNotEqual, isa::imm(0.0f)));
+              b.emit(kVector, isa::tensor_reduce(part, w, spec.op));
+            } else if (spec.ignore_nan) {  // x == x is false only for NaN
+              b.emit(kVector, isa::tensor_tensor(w, x, x, AluOp::kIsEqual));
+              b.emit(kVector, isa::select(w, w, x, 0.0f));
               b.emit(kVector, isa::tensor_reduce(part, w, spec.op));
             } else if (spec.power == 2.0f) {  // x * x: the sign needs no abs
               b.emit(kVector, isa::tensor_tensor(w, x, x, AluOp::kMultiply));

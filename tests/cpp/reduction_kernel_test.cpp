@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <utility>
 
 #include "neuronsim/kernels/reduction.h"
 #include "neuronsim/reference/host_checks.h"
@@ -20,6 +22,7 @@ using kernels::TensorDesc;
 
 std::vector<int64_t> row_major(const std::vector<int64_t>& sizes) {
   std::vector<int64_t> s(sizes.size(), 1);
+  if (sizes.empty()) return s;  // 0-d
   for (size_t d = sizes.size() - 1; d > 0; --d) s[d - 1] = s[d] * sizes[d];
   return s;
 }
@@ -176,6 +179,55 @@ TEST(ReductionKernel, VarStdOverOuterDimsMatchReference) {
   run_case(*dev, {{2, 5}, {0}, Kind::kVar});
   // More rows than SBUF holds for both sweeps: the second sweep reloads them.
   run_case(*dev, {{8400, 300}, {0}, Kind::kVar});
+}
+
+// nansum: NaN elements count as zero, over every dim, an outer dim, a middle dim and the
+// innermost dim (the generic path, which zeroes NaN in SBUF before it reduces), and over a dim of
+// one element (the sum of a NaN alone is 0).
+TEST(ReductionKernel, NansumReadsNanAsZero) {
+  device_model::Device& dev = shared_device();
+  uint8_t* hbm = dev.hbm_data();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const auto& [sizes, dims] :
+       std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{{{6, 7, 9}, {}},
+                                                                          {{6, 7, 9}, {0}},
+                                                                          {{6, 7, 9}, {1}},
+                                                                          {{6, 7, 9}, {2}},
+                                                                          {{300, 40}, {1}},
+                                                                          {{5, 1, 3}, {1}}}) {
+    SCOPED_TRACE(::testing::Message() << "sizes " << sizes.size() << "-d, dims " << dims.size());
+    TensorDesc in{0, DType::kFp32, sizes, row_major(sizes)};
+    const uint64_t n = in.numel();
+    reference::fill_normal(hbm, DType::kFp32, n, 5);
+    auto* f = reinterpret_cast<float*>(hbm);
+    for (uint64_t i = 0; i < n; i += 3) f[i] = nan;  // every third element, every row has some
+    std::vector<int64_t> out_sizes;
+    std::vector<bool> red(sizes.size(), dims.empty());
+    for (int64_t d : dims) red[d] = true;
+    for (size_t d = 0; d < sizes.size(); ++d)
+      if (!red[d]) out_sizes.push_back(sizes[d]);
+    TensorDesc out{(n * 4 + 4095) / 4096 * 4096, DType::kFp32, out_sizes, row_major(out_sizes)};
+    kernels::ReduceSpec spec;
+    spec.dims = dims;
+    spec.ignore_nan = true;
+    dev.run(0, kernels::build_reduce("nansum", in, out, spec, dev.params().core));
+    // The reference: per output element, the non-NaN inputs it covers.
+    const std::vector<float> x = reference::read_floats(hbm, DType::kFp32, n);
+    std::vector<double> ref(static_cast<size_t>(out.numel()), 0.0);
+    const std::vector<int64_t> st = row_major(sizes), ost = row_major(out_sizes);
+    for (uint64_t i = 0; i < n; ++i) {
+      int64_t o = 0;
+      for (size_t d = 0, k = 0; d < sizes.size(); ++d) {
+        if (red[d]) continue;
+        o += (static_cast<int64_t>(i) / st[d] % sizes[d]) * ost[k++];
+      }
+      if (!std::isnan(x[i])) ref[o] += x[i];
+    }
+    const std::vector<float> got =
+        reference::read_floats(hbm + out.address, DType::kFp32, out.numel());
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(got[i], ref[i], 1e-4 * (1.0 + std::abs(ref[i]))) << "out[" << i << "]";
+  }
 }
 
 // The outer-dim reductions of a 300 x 1100 fp32 matrix stream it: 1.32 MB at the HBM stack's

@@ -2,8 +2,9 @@
 library's rows-(n, g)-on-partitions programs) and matches the CPU: outputs, the saved mean and
 rstd, and the input, weight and bias gradients, in float32 and bfloat16, with and without affine
 parameters, over 1-d to 3-d feature maps, several row tiles, and rows that stream through SBUF
-in chunks. Then nn.GroupNorm in a small conv net trains on the device as on the CPU, and ISA mode
-(the programs computing the values) agrees with the host's values.
+in chunks; channels-last inputs (what convolutions and Diffusers' blocks hand over) too, each
+data tensor in either layout. Then nn.GroupNorm in a small conv net trains on the device as on
+the CPU, and ISA mode (the programs computing the values) agrees with the host's values.
 """
 
 import copy
@@ -85,12 +86,86 @@ def test_native_group_norm_saved_statistics_and_output_mask():
                 torch.testing.assert_close(at.cpu(), et)
 
 
-def test_group_norm_channels_last_and_many_groups_fall_back_correctly():
-    """Layouts and shapes the kernels do not take still compute the CPU's values (fallback)."""
-    torch.manual_seed(2)
-    x = torch.randn(2, 8, 5, 5).to(memory_format=torch.channels_last)
-    got = F.group_norm(x.to("neuron"), 4)
-    torch.testing.assert_close(got.cpu(), F.group_norm(x, 4))
+# (C, H = W, groups) of the channels-last cases: N = 2.
+CL_CASES = [(8, 4, 2), (8, 8, 8), (32, 4, 4), (32, 8, 8), (32, 8, 2)]
+CL = torch.channels_last
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("affine", [True, False], ids=["affine", "plain"])
+@pytest.mark.parametrize("C,HW,groups", CL_CASES, ids=lambda v: str(v))
+def test_group_norm_channels_last_runs_native(C, HW, groups, affine, dtype):
+    torch.manual_seed(5)
+    x = (torch.randn(2, C, HW, HW) * 3 + 1).to(dtype).to(memory_format=CL)
+    w = (torch.rand(C) + 0.5).to(dtype) if affine else None
+    b = torch.randn(C).to(dtype) if affine else None
+    g = torch.randn(2, C, HW, HW).to(dtype).to(memory_format=CL)
+
+    def run(dev):
+        leaves = [t.detach().to(dev).requires_grad_() if t is not None else None for t in (x, w, b)]
+        y = F.group_norm(leaves[0], groups, leaves[1], leaves[2], eps=1e-4)
+        y.backward(g.to(dev))
+        return [y] + [t.grad for t in leaves if t is not None]
+
+    expected = run("cpu")
+    neuronsim.clear_op_tracking()
+    got = run("neuron")
+    assert not neuronsim.get_fallback_ops()
+    assert FAMILY <= {o.split(".")[0] for o in neuronsim.get_executed_ops()}
+    assert got[0].is_contiguous(memory_format=CL)
+    for e, a in zip(expected, got, strict=True):
+        torch.testing.assert_close(a.cpu(), e, **TOL[dtype])
+
+
+# (x layout, grad_out layout, ISA mode). The CPU's backward reads grad_out in the input's layout
+# (autograd hands it the two in one layout), so fast mode, whose values are the CPU kernel's, is
+# checked on matching layouts; the ISA programs read each tensor in its own layout.
+CONTIG = torch.contiguous_format
+LAYOUT_CASES = [(CL, CL, False), (CL, CL, True), (CL, CONTIG, True), (CONTIG, CL, True)]
+
+
+@pytest.mark.parametrize("x_layout,gy_layout,isa", LAYOUT_CASES, ids=str)
+def test_native_group_norm_ops_take_channels_last_data(x_layout, gy_layout, isa):
+    """Called directly (autograd hands the backward contiguous copies) the forward and backward
+    take channels-last data, and in ISA mode each tensor in its own layout."""
+    try:
+        _C._set_isa_mode(isa)
+        _check_group_norm_ops_on_layouts(x_layout, gy_layout)
+    finally:
+        _C._set_isa_mode(False)
+    assert not any(k.split(".")[0] in FAMILY for k in dict(_C._isa_host_ops()))
+
+
+def _check_group_norm_ops_on_layouts(x_layout, gy_layout):
+    torch.manual_seed(6)
+    N, C, H, W, G = 2, 32, 8, 8, 4
+    x = torch.randn(N, C, H, W).to(memory_format=x_layout)
+    gy = torch.randn(N, C, H, W).to(memory_format=gy_layout)
+    w, b = torch.rand(C) + 0.5, torch.randn(C)
+    cpu = torch.native_group_norm(x, w, b, N, C, H * W, G, 1e-5)
+    neuronsim.clear_op_tracking()
+    dev = torch.native_group_norm(
+        x.to("neuron"), w.to("neuron"), b.to("neuron"), N, C, H * W, G, 1e-5
+    )
+    for e, a in zip(cpu, dev, strict=True):
+        torch.testing.assert_close(a.cpu(), e, rtol=1e-5, atol=1e-5)
+    mask = [True, True, True]
+    gy_as_x = gy.contiguous(memory_format=x_layout)
+    e = torch.ops.aten.native_group_norm_backward(
+        gy_as_x, x, cpu[1], cpu[2], w, N, C, H * W, G, mask
+    )
+    a = torch.ops.aten.native_group_norm_backward(
+        gy.to("neuron"), x.to("neuron"), dev[1], dev[2], w.to("neuron"), N, C, H * W, G, mask
+    )
+    assert not neuronsim.get_fallback_ops()
+    assert FAMILY <= {o.split(".")[0] for o in neuronsim.get_executed_ops()}
+    for et, at in zip(e, a, strict=True):
+        torch.testing.assert_close(at.cpu(), et, rtol=1e-5, atol=1e-5)
+
+
+def test_group_norm_many_groups_fall_back_correctly():
+    """Shapes the kernels do not take (more groups than partitions) still compute the CPU's
+    values (fallback)."""
     x = torch.randn(1, 256, 3)
     torch.testing.assert_close(F.group_norm(x.to("neuron"), 256).cpu(), F.group_norm(x, 256))
 
@@ -138,12 +213,14 @@ def _gn_grads(x, w, b):
     return (y, *torch.autograd.grad((y * y).sum(), (x, w, b)))
 
 
+@pytest.mark.parametrize("layout", [torch.contiguous_format, CL], ids=["contiguous", "cl"])
 @pytest.mark.parametrize(
     "shape", [(2, 6, 11, 10), (1, 6, 140, 140), (50, 6, 2, 3)], ids=["resident", "stream", "tiles"]
 )
-def test_group_norm_isa_mode_agrees_with_fast_mode(shape):
+def test_group_norm_isa_mode_agrees_with_fast_mode(shape, layout):
     torch.manual_seed(4)
-    args = (torch.randn(shape) * 2 + 0.5, torch.rand(6) + 0.5, torch.randn(6))
+    x = (torch.randn(shape) * 2 + 0.5).to(memory_format=layout)
+    args = (x, torch.rand(6) + 0.5, torch.randn(6))
 
     def run():
         out = _gn_grads(*[a.to("neuron") for a in args])

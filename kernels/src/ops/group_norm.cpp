@@ -1,6 +1,6 @@
 // native_group_norm and native_group_norm_backward: the kernel library's group norm (rows (n, g)
-// on partitions). Contiguous inputs of at most one partition tile of groups run native; other
-// layouts (channels_last) and shapes take the CPU fallback.
+// on partitions). Contiguous and channels-last data (each tensor in either) of at most one
+// partition tile of groups run native; other layouts and shapes take the CPU fallback.
 #include <optional>
 
 #include "neuronsim/kernels/group_norm.h"
@@ -30,8 +30,14 @@ std::optional<TensorDesc> optional_output(const OpCall& call, size_t i) {
   return t.desc;
 }
 
-// Floating tensors; the data tensors contiguous with N * C * HxW elements; a shape the kernels
-// take.
+// Contiguous, or channels-last ([N, HxW, C] in memory), in device elements (as the kernel reads
+// the layout).
+bool dense(const TensorArg& t) {
+  return t.is_contiguous() || group_norm_channels_last(t.desc.sizes, t.desc.strides);
+}
+
+// Floating tensors; the data tensors (and a defined data output) contiguous or channels-last
+// with N * C * HxW elements; a shape the kernels take.
 bool supported(const OpCall& call, std::initializer_list<const char*> data) {
   const GroupNormShape s = shape_of(call);
   for (size_t i = 0; i < call.num_args(); ++i) {
@@ -40,7 +46,11 @@ bool supported(const OpCall& call, std::initializer_list<const char*> data) {
   }
   for (const char* name : data) {
     const TensorArg t = call.tensor(name);
-    if (!t.is_contiguous() || static_cast<int64_t>(t.numel()) != s.N * s.C * s.HxW) return false;
+    if (!dense(t) || static_cast<int64_t>(t.numel()) != s.N * s.C * s.HxW) return false;
+  }
+  if (call.num_outputs() > 0) {
+    const TensorArg o = call.output(0);
+    if (o.defined && o.numel() > 0 && !dense(o)) return false;
   }
   for (const char* name : {"weight", "bias"}) {
     if (call.kind(name) != ArgKind::kTensor) continue;

@@ -144,6 +144,13 @@ std::vector<OpRule> reduction_rules() {
     ops.push_back(rule(s.name, simple(s.op, s.mean), reduce_supported,
                        [s](Lowerer& l) { lower_reduce(l, s.op, s.mean); }));
   }
+  // nansum: the sum with NaN read as zero (nanmean is nansum over the count of non-NaN elements,
+  // both native).
+  ops.push_back(rule("aten::nansum", [](const OpCall& call) {
+    ReduceSpec s;
+    s.ignore_nan = true;
+    return reduce_program(call, call.tensor(0), call.output(0), s);
+  }));
   // count_nonzero: the sum of (x != 0) over the dims (int64 values from the host).
   ops.push_back(rule("aten::count_nonzero", [](const OpCall& call) {
     ReduceSpec s;

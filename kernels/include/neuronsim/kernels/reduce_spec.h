@@ -20,6 +20,8 @@ struct ReduceSpec {
   bool sqrt = false;
   // any/all: reduce (x != 0) instead of x.
   bool nonzero = false;
+  // nansum: NaN elements count as zero.
+  bool ignore_nan = false;
   // Vector norms: reduce |x| (abs), raised to `power` first; the result raised to `root` after.
   bool abs = false;
   float power = 1.0f;

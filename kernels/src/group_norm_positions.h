@@ -7,7 +7,7 @@
 
 #include "neuronsim/device_model/params.h"
 #include "neuronsim/device_model/program.h"
-#include "neuronsim/kernels/group_norm.h"
+#include "neuronsim/kernels/group_norm_io.h"
 
 namespace neuronsim::kernels {
 

@@ -22,23 +22,11 @@
 
 #include "neuronsim/device_model/params.h"
 #include "neuronsim/device_model/program.h"
+#include "neuronsim/kernels/group_norm_io.h"
 #include "neuronsim/kernels/tensor_desc.h"
 
 namespace neuronsim::kernels {
 
-/// The op's shape arguments (native_group_norm's N, C, HxW, group).
-struct GroupNormShape {
-  int64_t N = 0, C = 0, HxW = 0, groups = 1;
-};
-
-/// in/out dense with N * C * HxW elements, each contiguous or channels-last ([N, HxW, C] in
-/// memory); weight/bias [C]; mean/rstd [N, G] (dense).
-struct GroupNormIo {
-  TensorDesc in, out;
-  std::optional<TensorDesc> weight, bias, mean, rstd;
-  GroupNormShape shape;
-  float eps = 1e-5f;
-};
 device_model::Program build_group_norm(const std::string& name, const GroupNormIo& io,
                                        const device_model::CoreParams& core);
 

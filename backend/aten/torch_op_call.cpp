@@ -58,6 +58,17 @@ const void* host_data(const at::Tensor& t) {
   }
 }
 
+// A tensor's device view without an address: the device dtype (uint8 for types the device does
+// not compute with), sizes, and strides in device elements (64-bit data as 32-bit words).
+void describe_shape(kernels::TensorDesc& d, c10::ScalarType type, c10::IntArrayRef sizes,
+                    c10::IntArrayRef strides) {
+  const auto dt = device_dtype(type);
+  d.dtype = dt ? *dt : device_model::DType::kUint8;
+  const int64_t widen = is_64bit(type) ? 2 : 1;
+  d.sizes.assign(sizes.begin(), sizes.end());
+  for (int64_t s : strides) d.strides.push_back(s * widen);
+}
+
 }  // namespace
 
 TensorArg tensor_arg(const at::Tensor& t, const HbmAddressOf& hbm_address) {
@@ -70,30 +81,25 @@ TensorArg tensor_arg(const at::Tensor& t, const HbmAddressOf& hbm_address) {
     // A fake tensor of a graph traced with symbolic sizes (dynamo asks the fused-kernel choice
     // with them): its sizes as this trace has them, guarded, so the graph specializes on what
     // the answer read (as size(d) does).
-    const auto dt = device_dtype(t.scalar_type());
-    a.desc.dtype = dt ? *dt : device_model::DType::kUint8;
-    const int64_t widen = is_64bit(t.scalar_type()) ? 2 : 1;
+    std::vector<int64_t> sizes, strides;
     for (int64_t d = 0; d < t.dim(); ++d) {
-      a.desc.sizes.push_back(t.sym_size(d).guard_int(__FILE__, __LINE__));
-      a.desc.strides.push_back(t.sym_stride(d).guard_int(__FILE__, __LINE__) * widen);
+      sizes.push_back(t.sym_size(d).guard_int(__FILE__, __LINE__));
+      strides.push_back(t.sym_stride(d).guard_int(__FILE__, __LINE__));
     }
+    describe_shape(a.desc, t.scalar_type(), sizes, strides);
     return a;
   }
   a.data = host_data(t);
   // A complex tensor is described as its real view (the conjugate bit is metadata the rule
   // reads from the op, not from the layout).
   const at::Tensor v = t.is_complex() ? at::view_as_real(t.is_conj() ? t._conj() : t) : t;
-  const auto dt = device_dtype(v.scalar_type());
-  if (a.on_device && hbm_address && dt) {
+  if (a.on_device && hbm_address && device_dtype(v.scalar_type())) {
     a.desc = describe(v, hbm_address);
     return a;
   }
   // Shapes only: support checks run before the launch knows addresses, host tensors have none,
   // and types the device does not compute with have no device view.
-  a.desc.dtype = dt ? *dt : device_model::DType::kUint8;
-  const int64_t widen = is_64bit(v.scalar_type()) ? 2 : 1;
-  a.desc.sizes.assign(v.sizes().begin(), v.sizes().end());
-  for (int64_t s : v.strides()) a.desc.strides.push_back(s * widen);
+  describe_shape(a.desc, v.scalar_type(), v.sizes(), v.strides());
   return a;
 }
 

@@ -14,6 +14,13 @@ std::optional<E> parse_by_name(std::string_view name,
   return std::nullopt;
 }
 
+// The name of an enum value by its index in `names`; "?" for a value outside the table.
+template <typename E, size_t N>
+std::string_view name_by_index(E e, const std::array<std::string_view, N>& names) {
+  const auto i = static_cast<size_t>(e);
+  return i < N ? names[i] : "?";
+}
+
 constexpr std::array<std::string_view, kOpcodeCount> kOpcodeNames = {
     "matmul",      "transpose", "activation", "tensor_tensor", "tensor_scalar", "tensor_reduce",
     "tensor_copy", "iota",      "memset",     "select",        "dma_copy",      "sem_wait",
@@ -51,37 +58,32 @@ std::string_view engine_display_name(EngineKind e) {
 }
 
 std::string_view opcode_name(Opcode op) {
-  const auto i = static_cast<size_t>(op);
-  return i < kOpcodeNames.size() ? kOpcodeNames[i] : "?";
+  return name_by_index(op, kOpcodeNames);
 }
 std::optional<Opcode> parse_opcode(std::string_view n) {
   return parse_by_name<Opcode>(n, kOpcodeNames);
 }
 std::string_view alu_op_name(AluOp op) {
-  const auto i = static_cast<size_t>(op);
-  return i < kAluNames.size() ? kAluNames[i] : "?";
+  return name_by_index(op, kAluNames);
 }
 std::optional<AluOp> parse_alu_op(std::string_view n) {
   return parse_by_name<AluOp>(n, kAluNames);
 }
 std::string_view act_func_name(ActFunc f) {
-  const auto i = static_cast<size_t>(f);
-  return i < kActNames.size() ? kActNames[i] : "?";
+  return name_by_index(f, kActNames);
 }
 std::optional<ActFunc> parse_act_func(std::string_view n) {
   return parse_by_name<ActFunc>(n, kActNames);
 }
 std::string_view reduce_op_name(ReduceOp r) {
-  const auto i = static_cast<size_t>(r);
-  return i < kReduceNames.size() ? kReduceNames[i] : "?";
+  return name_by_index(r, kReduceNames);
 }
 std::optional<ReduceOp> parse_reduce_op(std::string_view n) {
   return parse_by_name<ReduceOp>(n, kReduceNames);
 }
 
 std::string_view rng_dist_name(RngDist d) {
-  const auto i = static_cast<size_t>(d);
-  return i < kRngNames.size() ? kRngNames[i] : "?";
+  return name_by_index(d, kRngNames);
 }
 std::optional<RngDist> parse_rng_dist(std::string_view n) {
   return parse_by_name<RngDist>(n, kRngNames);

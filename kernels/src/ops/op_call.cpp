@@ -30,13 +30,10 @@ int64_t TensorArg::stride(int64_t d) const {
 
 bool TensorArg::is_contiguous() const {
   if (numel() == 0) return true;
-  int64_t expect = 1;
-  for (int64_t k = dim() - 1; k >= 0; --k) {
-    if (size(k) == 1) continue;
-    if (stride(k) != expect) return false;
-    expect *= size(k);
-  }
-  return true;
+  if (!is_64bit(type)) return desc.contiguous();
+  TensorDesc words = desc;  // strides in framework elements: one per value, not two words
+  for (int64_t& s : words.strides) s /= 2;
+  return words.contiguous();
 }
 
 TensorArg TensorArg::narrow(int64_t d, int64_t start, int64_t length) const {
